@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Maps and helpers shared by every probe family. The maps are __weak so that each family's object
+ * can name them and `bpftool gen object` folds them into one map per name. */
+#ifndef THPTRACE_COMMON_BPF_H
+#define THPTRACE_COMMON_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "thptrace.h"
+
+#define MAX_TARGETS 64
+#define MAX_EPISODES 256
+
+/* Watched tgids, written by userspace. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, struct thptrace_target);
+} targets SEC(".maps") __weak;
+
+/* Live (and not yet collected) episodes, keyed by the child's pid. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_EPISODES);
+	__type(key, __u32);
+	__type(value, struct thptrace_episode);
+} episodes SEC(".maps") __weak;
+
+/* Discrete events to userspace; its size is set by userspace before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} events SEC(".maps") __weak;
+
+/* Ring-buffer records that did not fit, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} dropped SEC(".maps") __weak;
+
+/* Start time of an in-flight clone, wp fault, compaction or reclaim, keyed by (kind << 32 | tid). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u64);
+	__type(value, __u64);
+} starts SEC(".maps") __weak;
+
+/* Redis fork entry points on each thread's stack (enum thptrace_redis_ctx bits), keyed by tid. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u32);
+} redis_ctx SEC(".maps") __weak;
+
+enum start_kind {
+	START_CLONE = 1,
+	START_WP_FAULT = 2,
+	START_HUGE_WP_FAULT = 3,
+	START_COMPACTION = 4,
+	START_RECLAIM = 5,
+};
+
+static __always_inline __u64 start_key(enum start_kind kind, __u32 tid)
+{
+	return ((__u64)kind << 32) | tid;
+}
+
+static __always_inline void count_drop(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&dropped, &zero);
+
+	if (n)
+		*n += 1;
+}
+
+/* Reserves a zeroed event record; counts a drop when the ring buffer is full. */
+static __always_inline struct thptrace_event *event_reserve(__u32 type, __u32 tgid, __u32 pid)
+{
+	struct thptrace_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		count_drop();
+		return NULL;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->type = type;
+	e->tgid = tgid;
+	e->pid = pid;
+	e->ts_ns = bpf_ktime_get_ns();
+	return e;
+}
+
+static __always_inline __u32 current_tgid(void)
+{
+	return bpf_get_current_pid_tgid() >> 32;
+}
+
+static __always_inline __u32 current_tid(void)
+{
+	return (__u32)bpf_get_current_pid_tgid();
+}
+
+static __always_inline __u32 log2_slot(__u64 v)
+{
+	__u32 slot = 0;
+
+	/* Unrolled binary search keeps the verifier happy and costs five compares. */
+	if (v >> 16) { v >>= 16; slot += 16; }
+	if (v >> 8) { v >>= 8; slot += 8; }
+	if (v >> 4) { v >>= 4; slot += 4; }
+	if (v >> 2) { v >>= 2; slot += 2; }
+	if (v >> 1) { slot += 1; }
+	return slot < THPTRACE_LAT_SLOTS ? slot : THPTRACE_LAT_SLOTS - 1;
+}
+
+/* Calls fn(episode) for each live episode of a watched process. */
+#define for_each_active_episode(tgt, ep, body)                                   \
+	do {                                                                     \
+		_Pragma("unroll") for (int __i = 0; __i < THPTRACE_MAX_ACTIVE; __i++) { \
+			__u32 __child = (tgt)->active[__i];                      \
+			if (!__child)                                            \
+				continue;                                        \
+			struct thptrace_episode *ep = bpf_map_lookup_elem(&episodes, &__child); \
+			if (ep) { body; }                                        \
+		}                                                                \
+	} while (0)
+
+#endif /* THPTRACE_COMMON_BPF_H */

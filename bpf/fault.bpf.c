@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* COW fault family: counts write faults on present pages taken by a watched process (and by its
+ * fork children) and attributes them, in the kernel, to every episode whose child is alive.
+ *
+ * First choice: fentry/fexit on do_wp_page and do_huge_pmd_wp_page, which gives per-fault latency
+ * and tells huge-PMD faults from 4 KiB ones. Fallback: the x86 page_fault_user tracepoint filtered on
+ * error_code PROT|WRITE (present page, write access), as tp_btf or raw_tp.
+ *
+ * Since Linux 5.8 (commit 3917c80280c9, "thp: change CoW semantics for anon-THP") a write to a
+ * shared huge page splits the PMD and COWs 4 KiB: do_huge_pmd_wp_page returns VM_FAULT_FALLBACK and
+ * the fault is retried at pte level through do_wp_page. We count that as one fault and one split. */
+#include "common.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define X86_PF_PROT 0x1
+#define X86_PF_WRITE 0x2
+#define VM_FAULT_FALLBACK_BIT 0x800 /* VM_FAULT_FALLBACK, stable since 3.8 */
+
+static __always_inline void add_latency(__u64 *hist, __u64 *total, __u64 *count, __u64 ns)
+{
+	__u32 slot = log2_slot(ns);
+
+	__sync_fetch_and_add(&hist[slot & (THPTRACE_LAT_SLOTS - 1)], 1);
+	__sync_fetch_and_add(total, ns);
+	__sync_fetch_and_add(count, 1);
+}
+
+/* One write fault on a present page by the current task. ns = handler time (0 when unknown). */
+static __always_inline void count_fault(__u64 ns, bool huge, bool split)
+{
+	__u32 tgid = current_tgid();
+	struct thptrace_target *tgt = bpf_map_lookup_elem(&targets, &tgid);
+	struct thptrace_episode *child;
+
+	if (tgt) {
+		if (!huge || !split)
+			__sync_fetch_and_add(&tgt->cow_faults, 1);
+		if (huge)
+			__sync_fetch_and_add(&tgt->huge_cow_faults, 1);
+		if (split)
+			__sync_fetch_and_add(&tgt->thp_splits, 1);
+		if (ns)
+			add_latency(tgt->fault_lat, &tgt->fault_ns_total, &tgt->fault_ns_count, ns);
+		for_each_active_episode(tgt, ep, {
+			if (!huge || !split)
+				__sync_fetch_and_add(&ep->cow_faults, 1);
+			if (huge)
+				__sync_fetch_and_add(&ep->huge_cow_faults, 1);
+			if (split)
+				__sync_fetch_and_add(&ep->thp_splits, 1);
+			if (ns)
+				add_latency(ep->fault_lat, &ep->fault_ns_total, &ep->fault_ns_count, ns);
+		});
+		return;
+	}
+	/* A fork child of a watched process: its own faults (writes to pages it shares with the parent). */
+	child = bpf_map_lookup_elem(&episodes, &tgid);
+	if (child && !child->exit_ts_ns && (!huge || !split)) {
+		__sync_fetch_and_add(&child->child_cow_faults, 1);
+		tgt = bpf_map_lookup_elem(&targets, &child->parent_tgid);
+		if (tgt)
+			__sync_fetch_and_add(&tgt->child_cow_faults, 1);
+	}
+}
+
+/* ---- first choice: fentry/fexit ---- */
+
+static __always_inline int wp_enter(enum start_kind kind)
+{
+	__u64 key = start_key(kind, current_tid());
+	__u64 now;
+	__u32 tgid = current_tgid();
+
+	if (!bpf_map_lookup_elem(&targets, &tgid) && !bpf_map_lookup_elem(&episodes, &tgid))
+		return 0;
+	now = bpf_ktime_get_ns();
+	bpf_map_update_elem(&starts, &key, &now, BPF_ANY);
+	return 0;
+}
+
+static __always_inline int wp_exit(enum start_kind kind, long ret)
+{
+	__u64 key = start_key(kind, current_tid());
+	__u64 *start = bpf_map_lookup_elem(&starts, &key);
+	__u64 ns;
+	bool huge = kind == START_HUGE_WP_FAULT;
+
+	if (!start)
+		return 0;
+	ns = bpf_ktime_get_ns() - *start;
+	bpf_map_delete_elem(&starts, &key);
+	count_fault(ns ? ns : 1, huge, huge && (ret & VM_FAULT_FALLBACK_BIT));
+	return 0;
+}
+
+SEC("fentry/do_wp_page")
+int BPF_PROG(wp_fentry, struct vm_fault *vmf)
+{
+	return wp_enter(START_WP_FAULT);
+}
+
+SEC("fexit/do_wp_page")
+int BPF_PROG(wp_fexit, struct vm_fault *vmf, long ret)
+{
+	return wp_exit(START_WP_FAULT, ret);
+}
+
+SEC("fentry/do_huge_pmd_wp_page")
+int BPF_PROG(huge_wp_fentry, struct vm_fault *vmf)
+{
+	return wp_enter(START_HUGE_WP_FAULT);
+}
+
+SEC("fexit/do_huge_pmd_wp_page")
+int BPF_PROG(huge_wp_fexit, struct vm_fault *vmf, long ret)
+{
+	return wp_exit(START_HUGE_WP_FAULT, ret);
+}
+
+/* ---- fallback: the page_fault_user tracepoint ---- */
+
+static __always_inline int on_user_fault(unsigned long error_code)
+{
+	if ((error_code & (X86_PF_PROT | X86_PF_WRITE)) != (X86_PF_PROT | X86_PF_WRITE))
+		return 0;
+	count_fault(0, false, false);
+	return 0;
+}
+
+SEC("tp_btf/page_fault_user")
+int BPF_PROG(fault_btf, unsigned long address, struct pt_regs *regs, unsigned long error_code)
+{
+	return on_user_fault(error_code);
+}
+
+SEC("raw_tp/page_fault_user")
+int BPF_PROG(fault_raw, unsigned long address, struct pt_regs *regs, unsigned long error_code)
+{
+	return on_user_fault(error_code);
+}
+
+/* ---- huge page allocations (both modes): order-9 allocations by a watched process ---- */
+
+static __always_inline int on_page_alloc(unsigned int order)
+{
+	__u32 tgid = current_tgid();
+	struct thptrace_target *tgt;
+
+	if (order != 9)
+		return 0;
+	tgt = bpf_map_lookup_elem(&targets, &tgid);
+	if (!tgt)
+		return 0;
+	__sync_fetch_and_add(&tgt->huge_allocs, 1);
+	for_each_active_episode(tgt, ep, { __sync_fetch_and_add(&ep->huge_allocs, 1); });
+	return 0;
+}
+
+SEC("tp_btf/mm_page_alloc")
+int BPF_PROG(page_alloc_btf, struct page *page, unsigned int order)
+{
+	return on_page_alloc(order);
+}
+
+SEC("raw_tp/mm_page_alloc")
+int BPF_PROG(page_alloc_raw, struct page *page, unsigned int order)
+{
+	return on_page_alloc(order);
+}

@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Fork family: opens an episode when a watched process creates a child process, times the clone
+ * syscall in the parent, and closes the episode when the child exits. Each program has a tp_btf
+ * twin and a raw_tp twin; userspace loads one of them (bpf_program__set_autoload). */
+#include "common.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* x86_64 syscall numbers of the calls that can create a process. */
+#define NR_clone 56
+#define NR_fork 57
+#define NR_vfork 58
+#define NR_clone3 435
+
+static __always_inline enum thptrace_reason reason_from_ctx(__u32 ctx)
+{
+	if (ctx & CTX_AOF_REWRITE)
+		return REASON_AOF_REWRITE;
+	if (ctx & CTX_RDB_SOCKETS)
+		return REASON_FULL_SYNC_DISKLESS;
+	if ((ctx & CTX_RDB_BGSAVE) && (ctx & CTX_REPLICATION))
+		return REASON_FULL_SYNC_DISK;
+	if (ctx & CTX_RDB_BGSAVE)
+		return REASON_BGSAVE;
+	if (ctx & CTX_MODULE_FORK)
+		return REASON_MODULE;
+	return REASON_UNKNOWN;
+}
+
+static __always_inline int on_fork(struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	__u32 cpid = BPF_CORE_READ(child, pid);
+	__u32 ctgid = BPF_CORE_READ(child, tgid);
+	struct thptrace_target *tgt;
+	struct thptrace_episode ep = {};
+	struct thptrace_event *e;
+	__u32 tid = current_tid();
+	__u32 *ctx;
+	int slot = -1;
+
+	/* A new thread of the watched process is not a fork. */
+	if (ctgid == ptgid)
+		return 0;
+	tgt = bpf_map_lookup_elem(&targets, &ptgid);
+	if (!tgt)
+		return 0;
+
+	ep.parent_tgid = ptgid;
+	ep.child_pid = cpid;
+	ep.fork_ts_ns = bpf_ktime_get_ns();
+	ctx = bpf_map_lookup_elem(&redis_ctx, &tid);
+	if (ctx) {
+		ep.redis_ctx = *ctx;
+		ep.reason = reason_from_ctx(*ctx);
+	}
+	if (bpf_map_update_elem(&episodes, &cpid, &ep, BPF_ANY) == 0) {
+		/* Claim a free slot so the fault programs start counting for this child. */
+		_Pragma("unroll") for (int i = 0; i < THPTRACE_MAX_ACTIVE; i++) {
+			if (slot < 0 && __sync_val_compare_and_swap(&tgt->active[i], 0, cpid) == 0)
+				slot = i;
+		}
+	}
+	if (slot < 0)
+		__sync_fetch_and_add(&tgt->untracked_forks, 1);
+
+	e = event_reserve(EV_FORK, ptgid, tid);
+	if (e) {
+		e->child_pid = cpid;
+		e->value = ep.reason;
+		e->value2 = slot < 0 ? 0 : 1;
+		bpf_ringbuf_submit(e, 0);
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(fork_btf, struct task_struct *parent, struct task_struct *child)
+{
+	return on_fork(parent, child);
+}
+
+SEC("raw_tp/sched_process_fork")
+int BPF_PROG(fork_raw, struct task_struct *parent, struct task_struct *child)
+{
+	return on_fork(parent, child);
+}
+
+static __always_inline void close_episode(struct task_struct *p, __u32 pid)
+{
+	struct thptrace_episode *ep = bpf_map_lookup_elem(&episodes, &pid);
+	struct thptrace_target *tgt;
+	struct thptrace_event *e;
+	__u32 ptgid;
+
+	if (!ep)
+		return;
+	ptgid = ep->parent_tgid;
+	ep->exit_ts_ns = bpf_ktime_get_ns();
+	tgt = bpf_map_lookup_elem(&targets, &ptgid);
+	if (tgt) {
+		_Pragma("unroll") for (int i = 0; i < THPTRACE_MAX_ACTIVE; i++)
+			__sync_val_compare_and_swap(&tgt->active[i], pid, 0);
+	}
+	e = event_reserve(EV_CHILD_EXIT, ptgid, pid);
+	if (e) {
+		e->child_pid = pid;
+		__builtin_memcpy(&e->episode, ep, sizeof(*ep));
+		bpf_ringbuf_submit(e, 0);
+		bpf_map_delete_elem(&episodes, &pid);
+	}
+	/* When the record did not fit, the episode stays in the map so userspace can still collect it. */
+}
+
+static __always_inline int on_exit(struct task_struct *p)
+{
+	__u32 pid = BPF_CORE_READ(p, pid);
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+	struct thptrace_event *e;
+
+	/* Only the death of the whole thread group ends an episode or a target: signal->live is
+	 * decremented before this tracepoint fires, in do_exit(). The group_dead argument that
+	 * 6.16 added to the tracepoint is not used so that 6.1 loads the same program. */
+	if (BPF_CORE_READ(p, signal, live.counter) != 0)
+		return 0;
+	close_episode(p, tgid);
+	if (bpf_map_lookup_elem(&targets, &tgid)) {
+		e = event_reserve(EV_TARGET_EXIT, tgid, pid);
+		if (e)
+			bpf_ringbuf_submit(e, 0);
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(exit_btf, struct task_struct *p)
+{
+	return on_exit(p);
+}
+
+SEC("raw_tp/sched_process_exit")
+int BPF_PROG(exit_raw, struct task_struct *p)
+{
+	return on_exit(p);
+}
+
+static __always_inline int on_sys_enter(long id)
+{
+	__u32 tgid = current_tgid();
+	__u64 key, now;
+
+	if (id != NR_clone && id != NR_clone3 && id != NR_fork && id != NR_vfork)
+		return 0;
+	if (!bpf_map_lookup_elem(&targets, &tgid))
+		return 0;
+	key = start_key(START_CLONE, current_tid());
+	now = bpf_ktime_get_ns();
+	bpf_map_update_elem(&starts, &key, &now, BPF_ANY);
+	return 0;
+}
+
+static __always_inline int on_sys_exit(long ret)
+{
+	__u64 key = start_key(START_CLONE, current_tid());
+	__u64 *start = bpf_map_lookup_elem(&starts, &key);
+	struct thptrace_episode *ep;
+	struct thptrace_event *e;
+	__u32 child;
+	__u64 begin;
+
+	if (!start)
+		return 0;
+	begin = *start;
+	bpf_map_delete_elem(&starts, &key);
+	/* In the parent, ret is the child's pid. Thread creation (no episode) and failures are dropped. */
+	if (ret <= 0)
+		return 0;
+	child = (__u32)ret;
+	ep = bpf_map_lookup_elem(&episodes, &child);
+	if (!ep)
+		return 0;
+	ep->clone_start_ns = begin;
+	ep->clone_end_ns = bpf_ktime_get_ns();
+	e = event_reserve(EV_FORK_RETURN, current_tgid(), current_tid());
+	if (e) {
+		e->child_pid = child;
+		e->start_ns = begin;
+		bpf_ringbuf_submit(e, 0);
+	}
+	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter_btf, struct pt_regs *regs, long id)
+{
+	return on_sys_enter(id);
+}
+
+SEC("raw_tp/sys_enter")
+int BPF_PROG(sys_enter_raw, struct pt_regs *regs, long id)
+{
+	return on_sys_enter(id);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit_btf, struct pt_regs *regs, long ret)
+{
+	return on_sys_exit(ret);
+}
+
+SEC("raw_tp/sys_exit")
+int BPF_PROG(sys_exit_raw, struct pt_regs *regs, long ret)
+{
+	return on_sys_exit(ret);
+}

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Redis family: uprobes on the redis-server functions that lead to a fork mark the calling thread
+ * while they run, so the fork program can name the fork's reason exactly (see reason_from_ctx in
+ * fork.bpf.c). Attached per binary by userspace, only where the symbol exists (Redis 7.2+ builds
+ * with LTO and may inline them). */
+#include "common.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define CHILD_TYPE_MODULE 4 /* src/server.h */
+
+static __always_inline int ctx_set(__u32 bit)
+{
+	__u32 tid = current_tid();
+	__u32 *cur = bpf_map_lookup_elem(&redis_ctx, &tid);
+	__u32 v = bit;
+
+	if (cur)
+		v |= *cur;
+	bpf_map_update_elem(&redis_ctx, &tid, &v, BPF_ANY);
+	return 0;
+}
+
+static __always_inline int ctx_clear(__u32 bit)
+{
+	__u32 tid = current_tid();
+	__u32 *cur = bpf_map_lookup_elem(&redis_ctx, &tid);
+	__u32 v;
+
+	if (!cur)
+		return 0;
+	v = *cur & ~bit;
+	if (v)
+		bpf_map_update_elem(&redis_ctx, &tid, &v, BPF_ANY);
+	else
+		bpf_map_delete_elem(&redis_ctx, &tid);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(rdb_bgsave_enter) { return ctx_set(CTX_RDB_BGSAVE); }
+SEC("uretprobe")
+int BPF_KRETPROBE(rdb_bgsave_exit) { return ctx_clear(CTX_RDB_BGSAVE); }
+
+SEC("uprobe")
+int BPF_KPROBE(rdb_sockets_enter) { return ctx_set(CTX_RDB_SOCKETS); }
+SEC("uretprobe")
+int BPF_KRETPROBE(rdb_sockets_exit) { return ctx_clear(CTX_RDB_SOCKETS); }
+
+SEC("uprobe")
+int BPF_KPROBE(aof_rewrite_enter) { return ctx_set(CTX_AOF_REWRITE); }
+SEC("uretprobe")
+int BPF_KRETPROBE(aof_rewrite_exit) { return ctx_clear(CTX_AOF_REWRITE); }
+
+SEC("uprobe")
+int BPF_KPROBE(repl_bgsave_enter) { return ctx_set(CTX_REPLICATION); }
+SEC("uretprobe")
+int BPF_KRETPROBE(repl_bgsave_exit) { return ctx_clear(CTX_REPLICATION); }
+
+SEC("uprobe")
+int BPF_KPROBE(redis_fork_enter, int purpose)
+{
+	return purpose == CHILD_TYPE_MODULE ? ctx_set(CTX_MODULE_FORK) : 0;
+}
+SEC("uretprobe")
+int BPF_KRETPROBE(redis_fork_exit) { return ctx_clear(CTX_MODULE_FORK); }

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* The ABI shared by the BPF programs and the daemon: plain fixed-width structs with explicit padding.
+ * userspace/tracer/abi.h checks every size and offset with static_assert. */
+#ifndef THPTRACE_ABI_H
+#define THPTRACE_ABI_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+/* Children of one watched process that can be alive at once and still get their faults counted.
+ * Redis never has more than one fork child; 4 leaves room for module forks and odd workloads. */
+#define THPTRACE_MAX_ACTIVE 4
+/* log2 buckets of per-fault latency in ns (fentry mode only): bucket i holds [2^i, 2^(i+1)) ns. */
+#define THPTRACE_LAT_SLOTS 32
+
+enum thptrace_reason {
+	REASON_UNKNOWN = 0,
+	REASON_BGSAVE = 1,
+	REASON_FULL_SYNC_DISK = 2,
+	REASON_FULL_SYNC_DISKLESS = 3,
+	REASON_AOF_REWRITE = 4,
+	REASON_MODULE = 5,
+};
+
+/* Bits set in the per-thread redis_ctx map while a Redis fork entry point is on that thread's stack. */
+enum thptrace_redis_ctx {
+	CTX_RDB_BGSAVE = 1 << 0,     /* rdbSaveBackground */
+	CTX_RDB_SOCKETS = 1 << 1,    /* rdbSaveToSlavesSockets */
+	CTX_AOF_REWRITE = 1 << 2,    /* rewriteAppendOnlyFileBackground */
+	CTX_REPLICATION = 1 << 3,    /* startBgsaveForReplication */
+	CTX_MODULE_FORK = 1 << 4,    /* redisFork(CHILD_TYPE_MODULE) */
+};
+
+enum thptrace_event_type {
+	EV_FORK = 1,        /* a watched process created a child process (sched_process_fork) */
+	EV_FORK_RETURN = 2, /* the clone syscall returned in the parent: fork duration */
+	EV_CHILD_EXIT = 3,  /* a tracked child exited: carries the final episode */
+	EV_TARGET_EXIT = 4, /* a watched process exited */
+	EV_COLLAPSE = 5,    /* khugepaged collapsed (or failed to collapse) a range of a watched mm */
+	EV_STALL = 6,       /* a watched process stalled in direct compaction or direct reclaim */
+};
+
+enum thptrace_stall_kind {
+	STALL_COMPACTION = 0,
+	STALL_RECLAIM = 1,
+};
+
+/* One fork of a watched process, from the child's creation to its exit. Counters are updated with
+ * atomic adds from any CPU while the child lives. */
+struct thptrace_episode {
+	__u32 parent_tgid;
+	__u32 child_pid;
+	__u32 reason;               /* enum thptrace_reason, from the Redis uprobes; 0 when unknown */
+	__u32 redis_ctx;            /* enum thptrace_redis_ctx bits seen at fork time */
+	__u64 fork_ts_ns;           /* sched_process_fork, CLOCK_MONOTONIC */
+	__u64 exit_ts_ns;           /* child exit; 0 while alive */
+	__u64 clone_start_ns;       /* clone syscall entry in the parent; 0 when not seen */
+	__u64 clone_end_ns;         /* clone syscall return in the parent; 0 when not seen */
+	__u64 cow_faults;           /* write faults on present pages by the parent while the child lives */
+	__u64 child_cow_faults;     /* the same, taken by the child */
+	__u64 huge_cow_faults;      /* fentry: do_huge_pmd_wp_page in the parent */
+	__u64 thp_splits;           /* fentry: huge COW faults that split the PMD (VM_FAULT_FALLBACK) */
+	__u64 huge_allocs;          /* order-9 page allocations by the parent */
+	__u64 fault_ns_total;       /* fentry: time spent in the wp handlers (parent) */
+	__u64 fault_ns_count;
+	__u64 compaction_stalls;
+	__u64 compaction_ns;
+	__u64 reclaim_stalls;
+	__u64 reclaim_ns;
+	__u64 fault_lat[THPTRACE_LAT_SLOTS];
+};
+
+/* Per watched process state and totals over the whole capture. */
+struct thptrace_target {
+	__u32 active[THPTRACE_MAX_ACTIVE]; /* child pids of live episodes, 0 = free slot */
+	__u64 cow_faults;
+	__u64 child_cow_faults;
+	__u64 huge_cow_faults;
+	__u64 thp_splits;
+	__u64 huge_allocs;
+	__u64 khugepaged_scans;
+	__u64 thp_collapses;
+	__u64 compaction_stalls;
+	__u64 compaction_ns;
+	__u64 reclaim_stalls;
+	__u64 reclaim_ns;
+	__u64 fault_ns_total;
+	__u64 fault_ns_count;
+	__u64 untracked_forks;     /* forks seen while every active slot was taken */
+	__u64 fault_lat[THPTRACE_LAT_SLOTS];
+};
+
+/* One ring-buffer record. Only low-rate events travel this way; faults are counted in maps. */
+struct thptrace_event {
+	__u32 type;        /* enum thptrace_event_type */
+	__u32 tgid;        /* the watched process */
+	__u32 pid;         /* the thread that did it */
+	__u32 child_pid;   /* EV_FORK, EV_FORK_RETURN, EV_CHILD_EXIT */
+	__u64 ts_ns;       /* CLOCK_MONOTONIC */
+	__u64 start_ns;    /* EV_FORK_RETURN: clone entry; EV_STALL: stall start */
+	__u64 value;       /* EV_STALL: kind; EV_COLLAPSE: status (1 = success); EV_FORK: reason */
+	__u64 value2;      /* EV_COLLAPSE: 1 for a khugepaged collapse, 0 for a scan */
+	struct thptrace_episode episode; /* EV_CHILD_EXIT: the final counters */
+};
+
+#endif /* THPTRACE_ABI_H */

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every build, test and run-time dependency of thptrace from Debian 12 packages.
+# This script is the only place dependencies are named; .ci/run and the README call it.
+set -euo pipefail
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps.sh: run as root (it calls apt-get)." >&2
+  exit 1
+fi
+
+packages=(
+  # build
+  build-essential cmake pkg-config clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev
+  # libraries
+  libhiredis-dev prometheus-cpp-dev libboost-program-options-dev nlohmann-json3-dev libfmt-dev
+  libgtest-dev libgmock-dev
+  # runtime peers used by the demo and the tests
+  redis-server redis-tools procps
+  qemu-system-x86 busybox-static cpio kmod  # kernel matrix (tests/vm/guest.sh)
+  prometheus python3-yaml jq systemd  # deploy checks (tests/deploy/check.sh)
+)
+
+export DEBIAN_FRONTEND=noninteractive
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+

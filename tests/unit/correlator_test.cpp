@@ -1,0 +1,154 @@
+// The correlator fed with recorded event sequences: one fork, two overlapping forks, a child that
+// outlives the capture, a target that exits.
+#include <gtest/gtest.h>
+
+#include "correlate/correlator.h"
+
+using namespace thptrace::correlate;
+using thptrace::proc::SampleSeries;
+using thptrace::redis::Snapshot;
+
+namespace {
+
+constexpr uint32_t kParent = 100;
+
+thptrace_event fork_ev(uint32_t child, uint64_t ts, uint32_t reason = 0) {
+  thptrace_event e{};
+  e.type = EV_FORK;
+  e.tgid = kParent;
+  e.child_pid = child;
+  e.ts_ns = ts;
+  e.value = reason;
+  return e;
+}
+
+thptrace_event fork_ret(uint32_t child, uint64_t start, uint64_t end) {
+  thptrace_event e{};
+  e.type = EV_FORK_RETURN;
+  e.tgid = kParent;
+  e.child_pid = child;
+  e.start_ns = start;
+  e.ts_ns = end;
+  return e;
+}
+
+thptrace_episode episode(uint32_t child, uint64_t fork_ts, uint64_t exit_ts, uint64_t cow, uint32_t reason = 0) {
+  thptrace_episode ep{};
+  ep.parent_tgid = kParent;
+  ep.child_pid = child;
+  ep.fork_ts_ns = fork_ts;
+  ep.exit_ts_ns = exit_ts;
+  ep.cow_faults = cow;
+  ep.reason = reason;
+  return ep;
+}
+
+thptrace_event exit_ev(const thptrace_episode& ep) {
+  thptrace_event e{};
+  e.type = EV_CHILD_EXIT;
+  e.tgid = kParent;
+  e.child_pid = ep.child_pid;
+  e.ts_ns = ep.exit_ts_ns;
+  e.episode = ep;
+  return e;
+}
+
+}  // namespace
+
+TEST(Correlator, OneForkFromStartToExit) {
+  Correlator c(kParent);
+  c.on_event(fork_ev(200, 1'000'000'000, REASON_BGSAVE));
+  c.on_event(fork_ret(200, 999'000'000, 1'002'000'000));
+  auto ep = episode(200, 1'000'000'000, 1'500'000'000, 4096, REASON_BGSAVE);
+  c.on_event(exit_ev(ep));
+  EXPECT_EQ(c.live_children(), 0u);
+  const auto out = c.finish(SampleSeries{}, {}, "", true);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].reason, Reason::bgsave);
+  EXPECT_EQ(out[0].reason_source, "uprobe");
+  EXPECT_EQ(out[0].cow_faults, 4096u);
+  ASSERT_TRUE(out[0].fork_duration_us);
+  EXPECT_DOUBLE_EQ(*out[0].fork_duration_us, 3000.0);  // from EV_FORK_RETURN: the exit record lacked it
+  ASSERT_TRUE(out[0].child_lifetime_ms);
+  EXPECT_DOUBLE_EQ(*out[0].child_lifetime_ms, 500.0);
+}
+
+TEST(Correlator, TwoOverlappingForksKeepTheirOwnCounts) {
+  Correlator c(kParent);
+  c.on_event(fork_ev(201, 1000));
+  c.on_event(fork_ev(202, 2000));
+  c.on_event(exit_ev(episode(202, 2000, 5000, 7)));  // the second ends first
+  c.on_event(exit_ev(episode(201, 1000, 9000, 11)));
+  const auto out = c.finish(SampleSeries{}, {}, "", true);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].child_pid, 201u);  // ordered by fork time
+  EXPECT_EQ(out[0].cow_faults, 11u);
+  EXPECT_EQ(out[1].child_pid, 202u);
+  EXPECT_EQ(out[1].cow_faults, 7u);
+}
+
+TEST(Correlator, ChildAliveAtTheEndHasNoLifetime) {
+  Correlator c(kParent);
+  c.on_event(fork_ev(300, 1000));
+  EXPECT_EQ(c.live_children(), 1u);
+  c.on_final_episode(episode(300, 1000, 0, 42));  // read from the map at the end
+  const auto out = c.finish(SampleSeries{}, {}, "", true);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_FALSE(out[0].complete());
+  EXPECT_FALSE(out[0].child_lifetime_ms);
+  EXPECT_EQ(out[0].cow_faults, 42u);
+}
+
+TEST(Correlator, TargetExitIsNotedAndOtherTargetsIgnored) {
+  Correlator c(kParent);
+  thptrace_event other = fork_ev(400, 10);
+  other.tgid = 999;
+  c.on_event(other);
+  thptrace_event gone{};
+  gone.type = EV_TARGET_EXIT;
+  gone.tgid = kParent;
+  c.on_event(gone);
+  EXPECT_TRUE(c.target_exited());
+  EXPECT_TRUE(c.finish(SampleSeries{}, {}, "", true).empty());
+}
+
+TEST(Correlator, ReasonsFromInfoWhenUprobesAreMissing) {
+  auto snap = [](uint64_t ts, bool rdb, bool aof, int64_t sync_full, bool waiting) {
+    Snapshot s;
+    s.ts_ns = ts;
+    s.up = true;
+    s.rdb_bgsave_in_progress = rdb;
+    s.aof_rewrite_in_progress = aof;
+    s.sync_full = sync_full;
+    s.replica_waiting_bgsave = waiting;
+    return s;
+  };
+  // bgsave: rdb in progress, no replica.
+  std::vector<Snapshot> t1 = {snap(100, false, false, 0, false), snap(200, true, false, 0, false), snap(300, false, false, 0, false)};
+  EXPECT_EQ(reason_from_redis(t1, 150, 250, "no"), Reason::bgsave);
+  // full sync: sync_full went up; disk or diskless from the config.
+  std::vector<Snapshot> t2 = {snap(100, false, false, 0, false), snap(200, true, false, 1, true), snap(300, false, false, 1, false)};
+  EXPECT_EQ(reason_from_redis(t2, 150, 250, "no"), Reason::full_sync_disk);
+  EXPECT_EQ(reason_from_redis(t2, 150, 250, "yes"), Reason::full_sync_diskless);
+  // aof rewrite.
+  std::vector<Snapshot> t3 = {snap(100, false, false, 0, false), snap(200, false, true, 0, false)};
+  EXPECT_EQ(reason_from_redis(t3, 150, 0, "no"), Reason::aof_rewrite);
+  EXPECT_EQ(reason_from_redis({}, 150, 250, "no"), Reason::unknown);
+}
+
+TEST(Correlator, VmstatSplitsInFallbackMode) {
+  SampleSeries s;
+  for (uint64_t t : {0u, 1000u, 3000u}) {
+    thptrace::proc::Sample x;
+    x.ts_ns = t;
+    x.thp_vmstat["thp_split_pmd"] = t == 0 ? 5 : 37;
+    s.add(x);
+  }
+  Correlator c(kParent);
+  c.on_event(fork_ev(500, 500));
+  c.on_event(exit_ev(episode(500, 500, 2000, 1)));
+  const auto out = c.finish(s, {}, "", false);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].thp_splits, 32u);
+  EXPECT_EQ(out[0].thp_splits_source, "vmstat");
+}

@@ -1,0 +1,75 @@
+#include <gtest/gtest.h>
+
+#include "proc/proc.h"
+#include "proc/sampler.h"
+
+using namespace thptrace::proc;
+
+TEST(ProcStatus, ParsesFieldsAndThpEnabled) {
+  const char* text =
+      "Name:\tredis-server\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\nNgid:\t0\nPid:\t4242\n"
+      "PPid:\t1\nVmRSS:\t  123456 kB\nTHP_enabled:\t0\nThreads:\t5\n";
+  const auto st = parse_status(text);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->name, "redis-server");
+  EXPECT_EQ(st->tgid, 4242);
+  EXPECT_EQ(st->ppid, 1);
+  EXPECT_EQ(st->vm_rss_kb, 123456u);
+  ASSERT_TRUE(st->thp_enabled.has_value());
+  EXPECT_FALSE(*st->thp_enabled);
+}
+
+TEST(ProcStatus, ThpEnabledAbsentOnOldKernels) {
+  const auto st = parse_status("Name:\tx\nTgid:\t1\n");
+  ASSERT_TRUE(st);
+  EXPECT_FALSE(st->thp_enabled.has_value());
+}
+
+TEST(ProcStatus, RejectsGarbage) {
+  EXPECT_FALSE(parse_status(""));
+  EXPECT_FALSE(parse_status("Name:\tx\nTgid:\tnotanumber\n"));
+  EXPECT_FALSE(parse_status("\n\n::::\n"));
+}
+
+TEST(SmapsRollup, ParsesAnonHugePages) {
+  const char* text =
+      "55d0c0000000-7ffd00000000 ---p 00000000 00:00 0                          [rollup]\n"
+      "Rss:              884736 kB\nPss:              884000 kB\nAnonymous:        880000 kB\n"
+      "AnonHugePages:    786432 kB\nShmemPmdMapped:        0 kB\n";
+  const auto r = parse_smaps_rollup(text);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->rss_kb, 884736u);
+  EXPECT_EQ(r->anonymous_kb, 880000u);
+  EXPECT_EQ(r->anon_huge_pages_kb, 786432u);
+  EXPECT_FALSE(parse_smaps_rollup("AnonHugePages: 1 kB\n"));  // no Rss: not a rollup
+}
+
+TEST(Vmstat, ParsesCountersAndSkipsJunk) {
+  const auto m = parse_vmstat("nr_free_pages 100\nthp_split_pmd 32\nbroken\nthp_fault_alloc x\n\nthp_collapse_alloc 7");
+  EXPECT_EQ(m.at("nr_free_pages"), 100u);
+  EXPECT_EQ(m.at("thp_split_pmd"), 32u);
+  EXPECT_EQ(m.at("thp_collapse_alloc"), 7u);
+  EXPECT_EQ(m.count("thp_fault_alloc"), 0u);
+  EXPECT_EQ(m.count("broken"), 0u);
+}
+
+TEST(ThpMode, ReadsBracketedWord) {
+  EXPECT_EQ(parse_bracketed_mode("always [madvise] never\n"), "madvise");
+  EXPECT_EQ(parse_bracketed_mode("[always] madvise never"), "always");
+  EXPECT_EQ(parse_bracketed_mode("always defer defer+madvise [madvise] never"), "madvise");
+  EXPECT_EQ(parse_bracketed_mode("no brackets"), "");
+  EXPECT_EQ(parse_bracketed_mode("[unterminated"), "");
+}
+
+TEST(SampleSeries, VmstatDeltaBracketsTheWindow) {
+  SampleSeries s;
+  for (uint64_t t : {100u, 200u, 300u, 400u}) {
+    Sample x;
+    x.ts_ns = t;
+    x.thp_vmstat["thp_split_pmd"] = t / 10;  // 10, 20, 30, 40
+    s.add(x);
+  }
+  EXPECT_EQ(s.vmstat_delta("thp_split_pmd", 150, 250).value(), 30u - 10u);
+  EXPECT_EQ(s.vmstat_delta("thp_split_pmd", 50, 500).value(), 40u - 10u);
+  EXPECT_FALSE(s.vmstat_delta("missing", 150, 250));
+}

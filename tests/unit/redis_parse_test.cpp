@@ -1,0 +1,125 @@
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+
+#include <cstring>
+#include <memory>
+
+#include "redis/client.h"
+#include "redis/parse.h"
+#include "redis/watcher.h"
+
+using namespace thptrace::redis;
+
+namespace {
+
+// Builds hiredis reply trees by hand, freed with freeReplyObject like real ones.
+redisReply* str(const char* s) {
+  auto* r = static_cast<redisReply*>(calloc(1, sizeof(redisReply)));
+  r->type = REDIS_REPLY_STRING;
+  r->len = strlen(s);
+  r->str = strdup(s);
+  return r;
+}
+redisReply* num(long long v) {
+  auto* r = static_cast<redisReply*>(calloc(1, sizeof(redisReply)));
+  r->type = REDIS_REPLY_INTEGER;
+  r->integer = v;
+  return r;
+}
+redisReply* arr(std::initializer_list<redisReply*> items) {
+  auto* r = static_cast<redisReply*>(calloc(1, sizeof(redisReply)));
+  r->type = REDIS_REPLY_ARRAY;
+  r->elements = items.size();
+  r->element = static_cast<redisReply**>(calloc(items.size() ? items.size() : 1, sizeof(redisReply*)));
+  size_t i = 0;
+  for (auto* x : items) r->element[i++] = x;
+  return r;
+}
+struct Free {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using Owned = std::unique_ptr<redisReply, Free>;
+
+}  // namespace
+
+TEST(Info, ParsesSectionsAndReplicas) {
+  const char* text =
+      "# Server\r\nredis_version:7.0.15\r\nprocess_id:777\r\n\r\n# Persistence\r\nrdb_bgsave_in_progress:1\r\n"
+      "latest_fork_usec:1234\r\ncurrent_fork_perc:12.50\r\n# Replication\r\nrole:master\r\nconnected_slaves:2\r\n"
+      "slave0:ip=127.0.0.1,port=7001,state=wait_bgsave,offset=0,lag=0\r\n"
+      "slave1:ip=127.0.0.1,port=7002,state=online,offset=99,lag=1\r\n# Stats\r\ntotal_forks:5\r\nsync_full:2\r\n";
+  const auto info = parse_info(text);
+  EXPECT_EQ(info_str(info, "redis_version"), "7.0.15");
+  EXPECT_EQ(info_int(info, "latest_fork_usec").value(), 1234);
+  EXPECT_FALSE(info_int(info, "role"));
+  const auto replicas = parse_replicas(info);
+  ASSERT_EQ(replicas.size(), 2u);
+  EXPECT_EQ(replicas[0].port, 7001);
+  EXPECT_EQ(replicas[0].state, "wait_bgsave");
+  EXPECT_EQ(replicas[1].offset, 99);
+  const auto snap = snapshot_from_info(info, 42);
+  EXPECT_TRUE(snap.up);
+  EXPECT_TRUE(snap.rdb_bgsave_in_progress);
+  EXPECT_TRUE(snap.replica_waiting_bgsave);
+  EXPECT_EQ(snap.total_forks, 5);
+  EXPECT_EQ(snap.sync_full, 2);
+  EXPECT_DOUBLE_EQ(snap.current_fork_perc, 12.5);
+  EXPECT_EQ(snap.process_id, 777);
+}
+
+TEST(Info, IgnoresMalformedLines) {
+  const auto info = parse_info(":novalue\nnocolon\n#comment:1\nk:v:w\n");
+  EXPECT_EQ(info.size(), 1u);
+  EXPECT_EQ(info_str(info, "k"), "v:w");
+  EXPECT_TRUE(parse_replicas(parse_info("slave:junk\nslavex:ip=1\n")).empty());
+}
+
+TEST(LatencyHistogram, SumsCommandsOnAPowerOfTwoGrid) {
+  // SET: 90 calls ≤ 8 µs, 99 ≤ 16 µs, 100 ≤ 1024 µs; GET: 50 calls ≤ 2 µs.
+  Owned r(arr({str("set"), arr({str("calls"), num(100), str("histogram_usec"), arr({num(8), num(90), num(16), num(99), num(1024), num(100)})}),
+               str("get"), arr({str("calls"), num(50), str("histogram_usec"), arr({num(2), num(50)})})}));
+  const auto h = parse_latency_histogram(r.get());
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->calls, 150u);
+  EXPECT_EQ(h->total(), 150u);
+  EXPECT_EQ(h->cumulative[1], 50u);          // ≤ 2 µs: GET only
+  EXPECT_EQ(h->cumulative[3], 50u + 90u);    // ≤ 8 µs
+  EXPECT_EQ(h->cumulative[9], 50u + 99u);    // ≤ 512 µs: carried forward from 16
+  EXPECT_EQ(h->cumulative[10], 150u);        // ≤ 1024 µs
+  EXPECT_DOUBLE_EQ(h->quantile_us(0.5).value(), 8.0);
+  EXPECT_DOUBLE_EQ(h->quantile_us(0.99).value(), 16.0);
+  EXPECT_DOUBLE_EQ(h->quantile_us(1.0).value(), 1024.0);
+}
+
+TEST(LatencyHistogram, DiffIsTheWindow) {
+  LatencyHistogram a, b;
+  for (size_t i = 0; i < LatencyHistogram::kBuckets; ++i) {
+    a.cumulative[i] = i >= 3 ? 100 : 0;                  // 100 calls ≤ 8 µs
+    b.cumulative[i] = (i >= 3 ? 198 : 0) + (i >= 12 ? 2 : 0);  // +98 fast, +2 at ≤ 4096 µs
+  }
+  const auto d = b.minus(a);
+  EXPECT_EQ(d.total(), 100u);
+  EXPECT_DOUBLE_EQ(d.quantile_us(0.5).value(), 8.0);
+  EXPECT_DOUBLE_EQ(d.quantile_us(0.999).value(), 4096.0);
+  EXPECT_FALSE(LatencyHistogram{}.quantile_us(0.5));
+}
+
+TEST(LatencyHistogram, RejectsMalformedReplies) {
+  Owned odd(arr({str("set")}));
+  EXPECT_FALSE(parse_latency_histogram(odd.get()));
+  Owned bad_bucket(arr({str("set"), arr({str("histogram_usec"), arr({num(-1), num(5)})})}));
+  EXPECT_FALSE(parse_latency_histogram(bad_bucket.get()));
+  Owned not_array(str("ERR"));
+  EXPECT_FALSE(parse_latency_histogram(not_array.get()));
+  EXPECT_FALSE(parse_latency_histogram(nullptr));
+}
+
+TEST(Address, ParsesHostPort) {
+  EXPECT_EQ(parse_address("127.0.0.1:6379")->port, 6379);
+  EXPECT_EQ(parse_address("[::1]:7000")->host, "::1");
+  EXPECT_FALSE(parse_address("localhost"));
+  EXPECT_FALSE(parse_address(":6379"));
+  EXPECT_FALSE(parse_address("h:0"));
+  EXPECT_FALSE(parse_address("h:70000"));
+  EXPECT_FALSE(parse_address("h:12x"));
+}

@@ -1,0 +1,90 @@
+// The JSON report keeps the shape of the contract in design.md §4.
+#include <gtest/gtest.h>
+
+#include "report/report.h"
+
+using namespace thptrace;
+
+namespace {
+
+report::Report sample_report() {
+  report::Report r;
+  r.version = "0.1.0";
+  r.system = {"6.18.0", "always", "madvise"};
+  r.pid = 42;
+  r.comm = "redis-server";
+  r.thp_enabled_for_process = false;
+  r.duration_s = 3.5;
+  correlate::ForkEpisode e;
+  e.child_pid = 43;
+  e.reason = correlate::Reason::full_sync_disk;
+  e.fork_duration_us = 812.5;
+  e.child_lifetime_ms = 1500;
+  e.cow_faults = 1000;
+  e.thp_splits = 3;
+  e.thp_splits_source = "kernel";
+  r.forks.push_back(e);
+  r.totals.cow_faults = 1200;
+  report::RedisSection rs;
+  rs.address = "127.0.0.1:6379";
+  rs.reachable = true;
+  rs.version = "7.0.15";
+  rs.disable_thp = "yes";
+  rs.process_id = 42;
+  r.redis = rs;
+  return r;
+}
+
+}  // namespace
+
+TEST(ReportJson, HasEveryContractKeyWithItsType) {
+  const auto j = report::to_json(sample_report());
+  EXPECT_TRUE(j["thptrace_version"].is_string());
+  for (const char* k : {"kernel_release", "thp_enabled", "thp_defrag"}) EXPECT_TRUE(j["system"][k].is_string()) << k;
+  EXPECT_TRUE(j["target"]["pid"].is_number_integer());
+  EXPECT_TRUE(j["target"]["comm"].is_string());
+  EXPECT_TRUE(j["target"]["thp_enabled_for_process"].is_boolean());
+  for (const char* k : {"start", "max", "end"}) EXPECT_TRUE(j["target"]["anon_huge_pages_kb"][k].is_number_integer()) << k;
+  for (const char* k : {"fork", "cow_fault", "thp", "stall", "redis"}) EXPECT_TRUE(j["probes"][k].is_string()) << k;
+  EXPECT_TRUE(j["capture"]["duration_s"].is_number());
+  ASSERT_TRUE(j["forks"].is_array());
+  const auto& f = j["forks"][0];
+  EXPECT_TRUE(f["child_pid"].is_number_integer());
+  EXPECT_EQ(f["reason"], "full_sync_disk");
+  EXPECT_TRUE(f["fork_duration_us"].is_number());
+  EXPECT_TRUE(f["child_lifetime_ms"].is_number());
+  for (const char* k : {"cow_faults", "child_cow_faults", "thp_splits"}) EXPECT_TRUE(f[k].is_number_integer()) << k;
+  for (const char* k : {"forks", "cow_faults", "thp_collapses", "compaction_stalls", "reclaim_stalls", "dropped_events"})
+    EXPECT_TRUE(j["totals"][k].is_number_integer()) << k;
+  for (const char* k : {"address", "version", "disable_thp"}) EXPECT_TRUE(j["redis"][k].is_string()) << k;
+  for (const char* k : {"latest_fork_usec", "total_forks_delta"}) EXPECT_TRUE(j["redis"][k].is_number_integer()) << k;
+  ASSERT_TRUE(j["findings"].is_array());
+  ASSERT_FALSE(j["findings"].empty());
+}
+
+TEST(ReportJson, ChildAliveGivesNullLifetime) {
+  auto r = sample_report();
+  r.forks[0].child_lifetime_ms.reset();
+  EXPECT_TRUE(report::to_json(r)["forks"][0]["child_lifetime_ms"].is_null());
+}
+
+TEST(Findings, ThpOptOutComesFirstAndNamesDisableThp) {
+  const auto f = report::findings(sample_report());
+  ASSERT_FALSE(f.empty());
+  EXPECT_NE(f[0].find("disable-thp"), std::string::npos) << f[0];
+  bool disk = false, split = false;
+  for (const auto& s : f) {
+    disk = disk || s.find("repl-diskless-sync yes") != std::string::npos;
+    split = split || s.find("split 3 huge PMDs") != std::string::npos;
+  }
+  EXPECT_TRUE(disk);
+  EXPECT_TRUE(split);
+}
+
+TEST(Findings, NoRedisIsSaid) {
+  auto r = sample_report();
+  r.redis.reset();
+  bool said = false;
+  for (const auto& s : report::findings(r)) said = said || s.find("No --redis") != std::string::npos;
+  EXPECT_TRUE(said);
+}

@@ -1,0 +1,185 @@
+#include "cli/capture.h"
+
+#include <fmt/core.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <iostream>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "correlate/correlator.h"
+#include "proc/proc.h"
+#include "proc/sampler.h"
+#include "redis/watcher.h"
+#include "report/report.h"
+#include "thptrace/version.h"
+#include "tracer/tracer.h"
+
+namespace thptrace::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) { g_stop = true; }
+
+}  // namespace
+
+bool stop_requested() { return g_stop; }
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: a blocking poll returns EINTR at once
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+int run_capture(const CaptureOptions& o) {
+  if (!proc::process_exists(o.pid))
+    throw FatalError(kExitUsage, fmt::format("no process with pid {} exists.", o.pid));
+  const auto status = proc::read_status(o.pid);
+  if (!status) throw FatalError(kExitUsage, fmt::format("cannot read /proc/{}/status: no such process.", o.pid));
+  if (!o.json_path.empty()) {
+    const auto dir = std::filesystem::path(o.json_path).parent_path();
+    if (!dir.empty() && !std::filesystem::is_directory(dir))
+      throw FatalError(kExitUsage, fmt::format("cannot write the JSON report to {}: {} is not a directory.",
+                                               o.json_path, dir.string()));
+  }
+  std::optional<redis::Address> redis_addr;
+  std::string password;
+  if (!o.redis.empty()) {
+    redis_addr = redis::parse_address(o.redis);
+    if (!redis_addr) throw FatalError(kExitUsage, fmt::format("--redis {}: expected HOST:PORT.", o.redis));
+    if (!o.redis_password_file.empty()) {
+      auto pw = redis::read_password_file(o.redis_password_file);
+      if (!pw) throw FatalError(kExitUsage, fmt::format("cannot read the password file {}.", o.redis_password_file));
+      password = *pw;
+    }
+  }
+  if (::access("/sys/kernel/btf/vmlinux", R_OK) != 0)
+    throw FatalError(kExitRuntime, "this kernel exposes no BTF (/sys/kernel/btf/vmlinux is missing): thptrace "
+                                   "needs a kernel built with CONFIG_DEBUG_INFO_BTF=y.");
+
+  const bool is_redis = status->name.rfind("redis-server", 0) == 0 || redis_addr.has_value();
+  const std::string exe = "/proc/" + std::to_string(o.pid) + "/exe";
+  const auto modes = tracer::choose_modes(o.force_fallback, is_redis ? exe : std::string());
+  tracer::Tracer tracer(modes, {.ringbuf_bytes = o.ringbuf_kb * 1024});
+  tracer.watch(o.pid);
+  tracer.attach();
+  tracer::ProbeReport used = modes;
+  if (modes.redis.mode == tracer::Mode::uprobe) {
+    std::string why;
+    if (!tracer.attach_redis(o.pid, &why)) {
+      log::warn("{}; fork reasons will come from INFO polling", why);
+      used.redis = {redis_addr ? tracer::Mode::info_polling : tracer::Mode::unavailable, why};
+    }
+  }
+  if (used.redis.mode == tracer::Mode::info_polling && !redis_addr)
+    used.redis = {tracer::Mode::unavailable, "no --redis address to poll"};
+
+  const auto system = proc::read_system_info();
+  proc::Sampler sampler(o.pid, std::chrono::milliseconds(std::max(o.interval_ms, 10)));
+  std::unique_ptr<redis::Watcher> watcher;
+  if (redis_addr)
+    watcher = std::make_unique<redis::Watcher>(redis::Watcher::Options{
+        .address = *redis_addr, .password = password, .interval = std::chrono::milliseconds(o.interval_ms)});
+
+  fmt::print(stderr, "thptrace: tracing pid {} ({}){}; Ctrl-C to stop\n", o.pid, status->name,
+             o.duration_s ? fmt::format(" for {:.0f} s", *o.duration_s) : std::string());
+
+  correlate::Correlator correlator(static_cast<uint32_t>(o.pid));
+  const auto on_event = [&](const thptrace_event& e) { correlator.on_event(e); };
+  const uint64_t start = proc::monotonic_ns();
+  const uint64_t deadline = o.duration_s ? start + static_cast<uint64_t>(*o.duration_s * 1e9) : UINT64_MAX;
+  while (!g_stop && proc::monotonic_ns() < deadline && !correlator.target_exited()) {
+    const int n = tracer.poll(100, on_event);
+    if (n < 0 && n != -EINTR) {
+      log::warn("ring buffer poll failed: {}", std::strerror(-n));
+      break;
+    }
+  }
+  tracer.poll(0, on_event);  // drain what arrived before we stopped
+  const uint64_t end = proc::monotonic_ns();
+
+  for (const auto& ep : tracer.episodes_of(o.pid)) correlator.on_final_episode(ep);
+  const auto target_counters = tracer.target(o.pid).value_or(thptrace_target{});
+  const uint64_t dropped = tracer.dropped();
+  const auto samples = sampler.stop();
+  std::vector<redis::Snapshot> timeline;
+  std::optional<redis::ServerFacts> facts;
+  std::string redis_error;
+  if (watcher) {
+    timeline = watcher->stop();
+    facts = watcher->facts();
+    redis_error = watcher->last_error();
+  }
+
+  report::Report r;
+  r.version = kVersion;
+  r.system = system;
+  r.pid = o.pid;
+  r.comm = status->name;
+  r.probes = used;
+  r.duration_s = static_cast<double>(end - start) / 1e9;
+  r.target_exited = correlator.target_exited();
+  for (const auto& s : samples.samples()) {
+    if (!s.target_alive) continue;
+    if (!r.thp_enabled_for_process && s.thp_enabled) r.thp_enabled_for_process = s.thp_enabled;
+    if (r.anon_huge_pages_kb_start == 0 && &s == &samples.samples().front()) r.anon_huge_pages_kb_start = s.anon_huge_pages_kb;
+    r.anon_huge_pages_kb_max = std::max(r.anon_huge_pages_kb_max, s.anon_huge_pages_kb);
+    r.anon_huge_pages_kb_end = s.anon_huge_pages_kb;
+    r.rss_kb_max = std::max(r.rss_kb_max, s.rss_kb);
+  }
+  if (!r.thp_enabled_for_process) r.thp_enabled_for_process = status->thp_enabled;
+  r.forks = correlator.finish(samples, timeline, facts ? facts->repl_diskless_sync : std::string(),
+                              used.cow_fault.mode == tracer::Mode::fentry);
+  r.totals = correlate::totals_from_kernel(target_counters, dropped);
+  r.totals.forks = r.forks.size();
+  if (!r.forks.empty() && used.cow_fault.mode != tracer::Mode::fentry) {
+    r.totals.thp_splits = 0;
+    for (const auto& f : r.forks) r.totals.thp_splits += f.thp_splits;
+  }
+  if (redis_addr) {
+    report::RedisSection rs;
+    rs.address = redis_addr->str();
+    const auto first = watcher ? std::optional<redis::Snapshot>() : std::nullopt;
+    (void)first;
+    if (facts && !timeline.empty()) {
+      const redis::Snapshot* a = nullptr;
+      const redis::Snapshot* b = nullptr;
+      for (const auto& s : timeline)
+        if (s.up) {
+          if (!a) a = &s;
+          b = &s;
+        }
+      rs.reachable = a != nullptr;
+      rs.version = facts->version;
+      rs.process_id = facts->process_id;
+      rs.disable_thp = facts->disable_thp;
+      rs.repl_diskless_sync = facts->repl_diskless_sync;
+      if (b) {
+        rs.latest_fork_usec = b->latest_fork_usec;
+        rs.total_forks_delta = b->total_forks - a->total_forks;
+        rs.rdb_last_cow_size = b->rdb_last_cow_size;
+      }
+    }
+    if (!rs.reachable) rs.error = redis_error.empty() ? "no reply" : redis_error;
+    r.redis = rs;
+  }
+
+  std::cout << report::to_text(r) << std::flush;
+  if (!o.json_path.empty()) {
+    std::string error;
+    if (!report::write_json_file(r, o.json_path, &error)) {
+      log::warn("{}", error);
+      return kExitRuntime;
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace thptrace::cli

@@ -1,0 +1,30 @@
+#pragma once
+// `thptrace --pid PID`: one capture, one report.
+
+#include <optional>
+#include <string>
+
+namespace thptrace::cli {
+
+struct CaptureOptions {
+  int pid = 0;
+  std::optional<double> duration_s;  // until SIGINT/SIGTERM when unset
+  std::string redis;                 // HOST:PORT, "" for none
+  std::string redis_password_file;
+  std::string json_path;
+  bool force_fallback = false;
+  int interval_ms = 100;
+  size_t ringbuf_kb = 256;
+};
+
+// Runs the capture and prints the report. Returns the exit code; throws FatalError on start-up
+// failures.
+int run_capture(const CaptureOptions& options);
+
+int probe_main(int argc, char** argv);
+
+// Set by SIGINT/SIGTERM; every long-running command polls it.
+bool stop_requested();
+void install_stop_handlers();
+
+}  // namespace thptrace::cli

@@ -1,0 +1,97 @@
+// thptrace: see README.md. Dispatches the subcommands; every fatal error ends here as one sentence
+// and the exit code of the CLI contract (0 ok, 1 runtime, 2 usage).
+#include <fmt/core.h>
+
+#include <boost/program_options.hpp>
+#include <cstring>
+#include <iostream>
+
+#include "cli/capture.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "thptrace/version.h"
+
+namespace po = boost::program_options;
+using namespace thptrace;
+
+namespace thptrace::loadgen {
+int loadgen_main(int argc, char** argv);
+}
+
+namespace {
+
+const char* kUsage =
+    "usage: thptrace --pid PID [--duration SECONDS] [--redis HOST:PORT] [--json PATH] [--force-fallback]\n"
+    "       thptrace probe [--json]\n"
+    "       thptrace loadgen ...\n"
+    "       thptrace --help | --version\n";
+
+int capture_main(int argc, char** argv) {
+  po::options_description desc("Capture options");
+  desc.add_options()("help,h", "show this help")("version", "print the version")(
+      "pid,p", po::value<int>(), "process to trace (e.g. $(pidof redis-server))")(
+      "duration,d", po::value<double>(), "seconds to trace; until Ctrl-C when omitted")(
+      "redis", po::value<std::string>(), "HOST:PORT of that Redis, for fork reasons and server-side latency")(
+      "redis-password-file", po::value<std::string>(), "file whose first line is the Redis password")(
+      "json", po::value<std::string>(), "also write the report as JSON to PATH")(
+      "force-fallback", "use the fallback attach mode of every probe family")(
+      "interval-ms", po::value<int>()->default_value(100), "sampling interval of /proc and Redis, ms")(
+      "ringbuf-kb", po::value<size_t>()->default_value(256), "ring buffer size, KiB")(
+      "verbose,v", "print libbpf's messages and debug lines");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw FatalError(kExitUsage, std::string(e.what()) + " (see thptrace --help).");
+  }
+  if (vm.count("help")) {
+    std::cout << kUsage << "\n" << desc << "\n";
+    return kExitOk;
+  }
+  if (vm.count("version")) {
+    std::cout << "thptrace " << kVersion << "\n";
+    return kExitOk;
+  }
+  if (!vm.count("pid")) throw FatalError(kExitUsage, "--pid is required (see thptrace --help).");
+  log::set_verbose(vm.count("verbose") > 0);
+  cli::CaptureOptions o;
+  o.pid = vm["pid"].as<int>();
+  if (o.pid <= 0) throw FatalError(kExitUsage, fmt::format("--pid {}: expected a positive process id.", o.pid));
+  if (vm.count("duration")) {
+    o.duration_s = vm["duration"].as<double>();
+    if (!(*o.duration_s > 0) || *o.duration_s > 86400 * 365)
+      throw FatalError(kExitUsage, "--duration: expected a positive number of seconds.");
+  }
+  if (vm.count("redis")) o.redis = vm["redis"].as<std::string>();
+  if (vm.count("redis-password-file")) o.redis_password_file = vm["redis-password-file"].as<std::string>();
+  if (vm.count("json")) o.json_path = vm["json"].as<std::string>();
+  o.force_fallback = vm.count("force-fallback") > 0;
+  o.interval_ms = vm["interval-ms"].as<int>();
+  if (o.interval_ms < 10 || o.interval_ms > 60000)
+    throw FatalError(kExitUsage, "--interval-ms: expected 10 to 60000.");
+  o.ringbuf_kb = vm["ringbuf-kb"].as<size_t>();
+  if (o.ringbuf_kb < 4 || o.ringbuf_kb > 1024 * 1024) throw FatalError(kExitUsage, "--ringbuf-kb: expected 4 to 1048576.");
+  cli::install_stop_handlers();
+  return cli::run_capture(o);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (argc >= 2 && std::strcmp(argv[1], "probe") == 0) return cli::probe_main(argc - 1, argv + 1);
+    if (argc >= 2 && std::strcmp(argv[1], "loadgen") == 0) return loadgen::loadgen_main(argc - 1, argv + 1);
+    if (argc < 2) {
+      std::cerr << kUsage;
+      return kExitUsage;
+    }
+    return capture_main(argc, argv);
+  } catch (const FatalError& e) {
+    fmt::print(stderr, "thptrace: {}\n", e.what());
+    return e.code();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "thptrace: unexpected error: {}\n", e.what());
+    return kExitRuntime;
+  }
+}

@@ -1,0 +1,54 @@
+// `thptrace probe [--json] [--force-fallback] [--redis-binary PATH]`: the attach mode each probe
+// family gets on this kernel, and why.
+#include <fmt/core.h>
+
+#include <boost/program_options.hpp>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/capture.h"
+#include "common/error.h"
+#include "tracer/probe.h"
+
+namespace po = boost::program_options;
+
+namespace thptrace::cli {
+
+int probe_main(int argc, char** argv) {
+  po::options_description desc("thptrace probe: which attach mode each probe family gets on this kernel");
+  desc.add_options()("help,h", "show this help")("json", "print JSON")(
+      "force-fallback", "show the modes --force-fallback would use")(
+      "redis-binary", po::value<std::string>()->default_value("/usr/bin/redis-server"),
+      "redis-server binary whose exported symbols decide the redis family");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw FatalError(kExitUsage, std::string("probe: ") + e.what() + " (see thptrace probe --help).");
+  }
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return kExitOk;
+  }
+  std::string binary = vm["redis-binary"].as<std::string>();
+  if (::access(binary.c_str(), R_OK) != 0) binary.clear();
+  const auto r = tracer::choose_modes(vm.count("force-fallback") > 0, binary);
+  const std::pair<const char*, const tracer::FamilyChoice*> families[] = {
+      {"fork", &r.fork}, {"cow_fault", &r.cow_fault}, {"thp", &r.thp}, {"stall", &r.stall}, {"redis", &r.redis}};
+  if (vm.count("json")) {
+    nlohmann::ordered_json j;
+    j["kernel_release"] = r.kernel_release;
+    j["btf"] = r.btf;
+    j["forced_fallback"] = r.forced_fallback;
+    for (const auto& [name, c] : families) j["families"][name] = {{"mode", tracer::mode_name(c->mode)}, {"why", c->why}};
+    std::cout << j.dump(2) << "\n";
+  } else {
+    fmt::print("kernel {}  BTF {}{}\n", r.kernel_release, r.btf ? "yes" : "no",
+               r.forced_fallback ? "  (fallback forced)" : "");
+    for (const auto& [name, c] : families) fmt::print("  {:<10} {:<13} {}\n", name, tracer::mode_name(c->mode), c->why);
+  }
+  return kExitOk;
+}
+
+}  // namespace thptrace::cli

@@ -1,0 +1,208 @@
+#include "correlate/correlator.h"
+
+#include <algorithm>
+
+namespace thptrace::correlate {
+
+const char* reason_name(Reason r) {
+  switch (r) {
+    case Reason::bgsave: return "bgsave";
+    case Reason::full_sync_disk: return "full_sync_disk";
+    case Reason::full_sync_diskless: return "full_sync_diskless";
+    case Reason::aof_rewrite: return "aof_rewrite";
+    case Reason::module: return "module";
+    case Reason::unknown: return "unknown";
+  }
+  return "unknown";
+}
+
+Reason reason_from_kernel(uint32_t code) {
+  switch (code) {
+    case REASON_BGSAVE: return Reason::bgsave;
+    case REASON_FULL_SYNC_DISK: return Reason::full_sync_disk;
+    case REASON_FULL_SYNC_DISKLESS: return Reason::full_sync_diskless;
+    case REASON_AOF_REWRITE: return Reason::aof_rewrite;
+    case REASON_MODULE: return Reason::module;
+    default: return Reason::unknown;
+  }
+}
+
+void Correlator::on_event(const thptrace_event& e) {
+  if (e.tgid != target_) return;
+  switch (e.type) {
+    case EV_FORK: {
+      Partial& p = episodes_[e.child_pid];
+      if (!p.have_final) {
+        p.ep.parent_tgid = e.tgid;
+        p.ep.child_pid = e.child_pid;
+        p.ep.fork_ts_ns = e.ts_ns;
+        p.ep.reason = static_cast<uint32_t>(e.value);
+      }
+      p.have_fork = true;
+      break;
+    }
+    case EV_FORK_RETURN: {
+      auto it = episodes_.find(e.child_pid);
+      if (it == episodes_.end()) break;  // a thread, or a fork we did not see start
+      if (e.ts_ns >= e.start_ns) it->second.fork_duration_us = static_cast<double>(e.ts_ns - e.start_ns) / 1e3;
+      break;
+    }
+    case EV_CHILD_EXIT: {
+      Partial& p = episodes_[e.child_pid];
+      p.ep = e.episode;
+      p.have_final = true;
+      break;
+    }
+    case EV_TARGET_EXIT:
+      target_exited_ = true;
+      break;
+    case EV_COLLAPSE:
+      if (e.value2) ++collapses_;
+      break;
+    default:
+      break;
+  }
+}
+
+void Correlator::on_final_episode(const thptrace_episode& ep) {
+  if (ep.parent_tgid != target_) return;
+  Partial& p = episodes_[ep.child_pid];
+  // An exit record already delivered is final; a map read of the same episode is older.
+  if (p.have_final && p.ep.exit_ts_ns) return;
+  p.ep = ep;
+  p.have_final = true;
+}
+
+size_t Correlator::live_children() const {
+  return static_cast<size_t>(std::count_if(episodes_.begin(), episodes_.end(), [](const auto& kv) {
+    return !kv.second.have_final || kv.second.ep.exit_ts_ns == 0;
+  }));
+}
+
+ForkEpisode episode_from_kernel(const thptrace_episode& ep) {
+  ForkEpisode f;
+  f.parent_tgid = ep.parent_tgid;
+  f.child_pid = ep.child_pid;
+  f.reason = reason_from_kernel(ep.reason);
+  f.reason_source = f.reason == Reason::unknown ? "none" : "uprobe";
+  f.fork_ts_ns = ep.fork_ts_ns;
+  f.exit_ts_ns = ep.exit_ts_ns;
+  if (ep.clone_end_ns > ep.clone_start_ns && ep.clone_start_ns)
+    f.fork_duration_us = static_cast<double>(ep.clone_end_ns - ep.clone_start_ns) / 1e3;
+  if (ep.exit_ts_ns > ep.fork_ts_ns) f.child_lifetime_ms = static_cast<double>(ep.exit_ts_ns - ep.fork_ts_ns) / 1e6;
+  f.cow_faults = ep.cow_faults;
+  f.child_cow_faults = ep.child_cow_faults;
+  f.huge_cow_faults = ep.huge_cow_faults;
+  f.thp_splits = ep.thp_splits;
+  f.huge_allocs = ep.huge_allocs;
+  if (ep.fault_ns_count) {
+    f.fault_avg_ns = static_cast<double>(ep.fault_ns_total) / static_cast<double>(ep.fault_ns_count);
+    f.fault_latency_log2.assign(ep.fault_lat, ep.fault_lat + THPTRACE_LAT_SLOTS);
+  }
+  f.compaction_stalls = ep.compaction_stalls;
+  f.reclaim_stalls = ep.reclaim_stalls;
+  f.compaction_ms = static_cast<double>(ep.compaction_ns) / 1e6;
+  f.reclaim_ms = static_cast<double>(ep.reclaim_ns) / 1e6;
+  return f;
+}
+
+Reason reason_from_redis(const std::vector<redis::Snapshot>& timeline, uint64_t fork_ts, uint64_t exit_ts,
+                         const std::string& repl_diskless_sync) {
+  // The snapshot before the fork and those taken while the child lived (plus one after, since a
+  // short child can live between two polls and leave only its counters behind).
+  const redis::Snapshot* before = nullptr;
+  const redis::Snapshot* after = nullptr;
+  bool aof = false, rdb = false, replica_waiting = false;
+  for (const auto& s : timeline) {
+    if (!s.up) continue;
+    if (s.ts_ns <= fork_ts) {
+      before = &s;
+      continue;
+    }
+    if (exit_ts && s.ts_ns > exit_ts) {
+      if (!after) after = &s;
+      continue;
+    }
+    aof = aof || s.aof_rewrite_in_progress;
+    rdb = rdb || s.rdb_bgsave_in_progress;
+    replica_waiting = replica_waiting || s.replica_waiting_bgsave;
+    after = &s;
+  }
+  if (!before && !after) return Reason::unknown;
+  if (aof) return Reason::aof_rewrite;
+  const bool full_sync = (before && after && after->sync_full > before->sync_full) || replica_waiting ||
+                         (before && before->replica_waiting_bgsave);
+  if (full_sync) return repl_diskless_sync == "yes" ? Reason::full_sync_diskless : Reason::full_sync_disk;
+  if (rdb) return Reason::bgsave;
+  if (before && after && after->total_forks > before->total_forks) return Reason::bgsave;
+  return Reason::unknown;
+}
+
+std::optional<LatencyWindow> latency_between(const std::vector<redis::Snapshot>& timeline, uint64_t from_ns,
+                                             uint64_t to_ns) {
+  const redis::Snapshot* a = nullptr;
+  const redis::Snapshot* b = nullptr;
+  for (const auto& s : timeline) {
+    if (!s.up || !s.latency) continue;
+    if (s.ts_ns <= from_ns) a = &s;
+    if (s.ts_ns >= to_ns && !b) b = &s;
+  }
+  if (!a || !b || a == b) return std::nullopt;
+  const auto d = b->latency->minus(*a->latency);
+  if (d.total() == 0) return std::nullopt;
+  LatencyWindow w;
+  w.calls = d.total();
+  w.p50_us = d.quantile_us(0.5).value_or(0);
+  w.p99_us = d.quantile_us(0.99).value_or(0);
+  w.p999_us = d.quantile_us(0.999).value_or(0);
+  w.max_us = d.quantile_us(1.0).value_or(0);
+  return w;
+}
+
+std::vector<ForkEpisode> Correlator::finish(const proc::SampleSeries& samples, const std::vector<redis::Snapshot>& redis,
+                                            const std::string& repl_diskless_sync, bool kernel_splits) const {
+  std::vector<ForkEpisode> out;
+  for (const auto& [child, p] : episodes_) {
+    if (!p.have_fork && !p.have_final) continue;
+    ForkEpisode f = episode_from_kernel(p.ep);
+    if (!f.fork_duration_us && p.fork_duration_us) f.fork_duration_us = p.fork_duration_us;
+    if (f.reason == Reason::unknown && !redis.empty()) {
+      f.reason = reason_from_redis(redis, f.fork_ts_ns, f.exit_ts_ns, repl_diskless_sync);
+      f.reason_source = f.reason == Reason::unknown ? "none" : "info";
+    }
+    const uint64_t end = f.exit_ts_ns ? f.exit_ts_ns : (samples.samples().empty() ? f.fork_ts_ns : samples.samples().back().ts_ns);
+    if (kernel_splits) {
+      f.thp_splits_source = "kernel";
+    } else {
+      f.thp_splits = samples.vmstat_delta("thp_split_pmd", f.fork_ts_ns, end).value_or(0);
+      f.thp_splits_source = "vmstat";
+    }
+    if (!redis.empty() && f.exit_ts_ns) {
+      const uint64_t span = f.exit_ts_ns - f.fork_ts_ns;
+      f.latency_during = latency_between(redis, f.fork_ts_ns, f.exit_ts_ns);
+      if (f.fork_ts_ns > span) f.latency_before = latency_between(redis, f.fork_ts_ns - span, f.fork_ts_ns);
+    }
+    out.push_back(std::move(f));
+  }
+  std::sort(out.begin(), out.end(), [](const ForkEpisode& a, const ForkEpisode& b) { return a.fork_ts_ns < b.fork_ts_ns; });
+  return out;
+}
+
+Totals totals_from_kernel(const thptrace_target& t, uint64_t dropped) {
+  Totals s;
+  s.cow_faults = t.cow_faults;
+  s.child_cow_faults = t.child_cow_faults;
+  s.thp_splits = t.thp_splits;
+  s.thp_collapses = t.thp_collapses;
+  s.khugepaged_scans = t.khugepaged_scans;
+  s.huge_allocs = t.huge_allocs;
+  s.compaction_stalls = t.compaction_stalls;
+  s.reclaim_stalls = t.reclaim_stalls;
+  s.compaction_ms = static_cast<double>(t.compaction_ns) / 1e6;
+  s.reclaim_ms = static_cast<double>(t.reclaim_ns) / 1e6;
+  s.untracked_forks = t.untracked_forks;
+  s.dropped_events = dropped;
+  return s;
+}
+
+}  // namespace thptrace::correlate

@@ -1,0 +1,47 @@
+#pragma once
+// The central record: one fork of a watched process, from the clone call to the child's exit.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace thptrace::correlate {
+
+enum class Reason { unknown, bgsave, full_sync_disk, full_sync_diskless, aof_rewrite, module };
+const char* reason_name(Reason r);
+Reason reason_from_kernel(uint32_t code);
+inline constexpr Reason kAllReasons[] = {Reason::bgsave, Reason::full_sync_disk, Reason::full_sync_diskless,
+                                         Reason::aof_rewrite, Reason::module, Reason::unknown};
+
+// Server-side latency of one window, from LATENCY HISTOGRAM diffs (power-of-two µs buckets: each
+// figure is the upper bound of its bucket).
+struct LatencyWindow {
+  uint64_t calls = 0;
+  double p50_us = 0, p99_us = 0, p999_us = 0, max_us = 0;
+};
+
+struct ForkEpisode {
+  uint32_t parent_tgid = 0;
+  uint32_t child_pid = 0;
+  Reason reason = Reason::unknown;
+  std::string reason_source;  // "uprobe", "info", or "none"
+  uint64_t fork_ts_ns = 0;
+  uint64_t exit_ts_ns = 0;     // 0 while the child lives
+  std::optional<double> fork_duration_us;  // clone syscall in the parent
+  std::optional<double> child_lifetime_ms; // null when the child outlived the capture
+  uint64_t cow_faults = 0;
+  uint64_t child_cow_faults = 0;
+  uint64_t huge_cow_faults = 0;   // fentry mode only
+  uint64_t thp_splits = 0;        // fentry: in this process; fallback: /proc/vmstat thp_split_pmd delta
+  std::string thp_splits_source;  // "kernel" or "vmstat" (system-wide)
+  uint64_t huge_allocs = 0;
+  std::optional<double> fault_avg_ns;  // fentry mode only
+  std::vector<uint64_t> fault_latency_log2;  // fentry mode only: bucket i = [2^i, 2^(i+1)) ns
+  uint64_t compaction_stalls = 0, reclaim_stalls = 0;
+  double compaction_ms = 0, reclaim_ms = 0;
+  std::optional<LatencyWindow> latency_during, latency_before;
+  bool complete() const { return exit_ts_ns != 0; }
+};
+
+}  // namespace thptrace::correlate

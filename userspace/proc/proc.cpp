@@ -1,0 +1,154 @@
+#include "proc/proc.h"
+
+#include <charconv>
+#include <csignal>
+#include <fstream>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+namespace thptrace::proc {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t\r");
+  if (first == std::string_view::npos) return {};
+  const auto last = s.find_last_not_of(" \t\r");
+  return s.substr(first, last - first + 1);
+}
+
+template <typename T>
+bool to_number(std::string_view s, T& out) {
+  s = trim(s);
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && ptr != s.data();
+}
+
+// Calls fn(key, value) for every "Key:  value" line.
+template <typename Fn>
+void for_each_colon_line(std::string_view text, Fn fn) {
+  while (!text.empty()) {
+    const auto nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
+    const auto colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    fn(line.substr(0, colon), trim(line.substr(colon + 1)));
+  }
+}
+
+// "12345 kB" -> 12345
+bool kb_value(std::string_view v, uint64_t& out) {
+  const auto sp = v.find(' ');
+  return to_number(v.substr(0, sp), out);
+}
+
+}  // namespace
+
+std::optional<ProcessStatus> parse_status(std::string_view text) {
+  ProcessStatus st;
+  bool have_name = false, have_tgid = false;
+  for_each_colon_line(text, [&](std::string_view key, std::string_view value) {
+    if (key == "Name") {
+      st.name = std::string(value);
+      have_name = true;
+    } else if (key == "Tgid") {
+      have_tgid = to_number(value, st.tgid);
+    } else if (key == "PPid") {
+      to_number(value, st.ppid);
+    } else if (key == "VmRSS") {
+      kb_value(value, st.vm_rss_kb);
+    } else if (key == "THP_enabled") {
+      int v = 0;
+      if (to_number(value, v)) st.thp_enabled = v != 0;
+    }
+  });
+  if (!have_name || !have_tgid) return std::nullopt;
+  return st;
+}
+
+std::optional<SmapsRollup> parse_smaps_rollup(std::string_view text) {
+  SmapsRollup r;
+  bool have_rss = false;
+  for_each_colon_line(text, [&](std::string_view key, std::string_view value) {
+    if (key == "Rss")
+      have_rss = kb_value(value, r.rss_kb);
+    else if (key == "Anonymous")
+      kb_value(value, r.anonymous_kb);
+    else if (key == "AnonHugePages")
+      kb_value(value, r.anon_huge_pages_kb);
+  });
+  if (!have_rss) return std::nullopt;
+  return r;
+}
+
+std::map<std::string, uint64_t> parse_vmstat(std::string_view text) {
+  std::map<std::string, uint64_t> out;
+  while (!text.empty()) {
+    const auto nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
+    const auto sp = line.find(' ');
+    if (sp == std::string_view::npos || sp == 0) continue;
+    uint64_t v = 0;
+    if (to_number(line.substr(sp + 1), v)) out.emplace(std::string(line.substr(0, sp)), v);
+  }
+  return out;
+}
+
+std::string parse_bracketed_mode(std::string_view text) {
+  const auto open = text.find('[');
+  if (open == std::string_view::npos) return {};
+  const auto close = text.find(']', open);
+  if (close == std::string_view::npos) return {};
+  return std::string(text.substr(open + 1, close - open - 1));
+}
+
+std::optional<std::string> read_file(const std::string& path, size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string out;
+  char buf[4096];
+  while (out.size() < max_bytes && in.read(buf, sizeof buf), in.gcount() > 0)
+    out.append(buf, static_cast<size_t>(in.gcount()));
+  if (out.size() > max_bytes) out.resize(max_bytes);
+  return out;
+}
+
+bool process_exists(pid_t pid) {
+  if (pid <= 0) return false;
+  return ::kill(pid, 0) == 0 || errno == EPERM;
+}
+
+std::optional<ProcessStatus> read_status(pid_t pid) {
+  const auto text = read_file("/proc/" + std::to_string(pid) + "/status");
+  return text ? parse_status(*text) : std::nullopt;
+}
+
+std::optional<SmapsRollup> read_smaps_rollup(pid_t pid) {
+  const auto text = read_file("/proc/" + std::to_string(pid) + "/smaps_rollup");
+  return text ? parse_smaps_rollup(*text) : std::nullopt;
+}
+
+std::map<std::string, uint64_t> read_vmstat() {
+  const auto text = read_file("/proc/vmstat");
+  return text ? parse_vmstat(*text) : std::map<std::string, uint64_t>{};
+}
+
+SystemInfo read_system_info() {
+  SystemInfo info;
+  struct utsname u {};
+  if (::uname(&u) == 0) info.kernel_release = u.release;
+  if (const auto t = read_file(kThpEnabledPath)) info.thp_enabled = parse_bracketed_mode(*t);
+  if (const auto t = read_file(kThpDefragPath)) info.thp_defrag = parse_bracketed_mode(*t);
+  return info;
+}
+
+std::string exe_path(pid_t pid) {
+  char buf[4096];
+  const auto link = "/proc/" + std::to_string(pid) + "/exe";
+  const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
+  if (n <= 0) return {};
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+}  // namespace thptrace::proc

@@ -1,0 +1,60 @@
+#pragma once
+// Readers and parsers for the /proc and /sys files thptrace samples. Parsers take the file's text so
+// they can be unit-tested and fuzzed without a running system; readers wrap them.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <sys/types.h>
+
+namespace thptrace::proc {
+
+// /proc/PID/status, the fields thptrace uses.
+struct ProcessStatus {
+  std::string name;
+  pid_t tgid = 0;
+  pid_t ppid = 0;
+  uint64_t vm_rss_kb = 0;
+  // "THP_enabled:" is 0 when the process opted out with prctl(PR_SET_THP_DISABLE) (Redis
+  // disable-thp yes does that when the system mode is always). Absent before Linux 5.0.
+  std::optional<bool> thp_enabled;
+};
+
+// /proc/PID/smaps_rollup, sizes in kB.
+struct SmapsRollup {
+  uint64_t rss_kb = 0;
+  uint64_t anonymous_kb = 0;
+  uint64_t anon_huge_pages_kb = 0;
+};
+
+// /sys/kernel/mm/transparent_hugepage/{enabled,defrag} and the kernel release.
+struct SystemInfo {
+  std::string kernel_release;
+  std::string thp_enabled;  // always | madvise | never, or "" when THP is not built in
+  std::string thp_defrag;
+};
+
+std::optional<ProcessStatus> parse_status(std::string_view text);
+std::optional<SmapsRollup> parse_smaps_rollup(std::string_view text);
+// All "name value" lines of /proc/vmstat; malformed lines are skipped.
+std::map<std::string, uint64_t> parse_vmstat(std::string_view text);
+// "always [madvise] never" -> "madvise"; "" when no bracketed word is present.
+std::string parse_bracketed_mode(std::string_view text);
+
+// Reads a whole (small) file; nullopt when it cannot be opened. Reads at most max_bytes.
+std::optional<std::string> read_file(const std::string& path, size_t max_bytes = 1 << 20);
+
+bool process_exists(pid_t pid);
+std::optional<ProcessStatus> read_status(pid_t pid);
+std::optional<SmapsRollup> read_smaps_rollup(pid_t pid);
+std::map<std::string, uint64_t> read_vmstat();
+SystemInfo read_system_info();
+// The target of /proc/PID/exe, or "" when it cannot be read.
+std::string exe_path(pid_t pid);
+
+inline constexpr const char* kThpEnabledPath = "/sys/kernel/mm/transparent_hugepage/enabled";
+inline constexpr const char* kThpDefragPath = "/sys/kernel/mm/transparent_hugepage/defrag";
+
+}  // namespace thptrace::proc

@@ -1,0 +1,89 @@
+#include "proc/sampler.h"
+
+#include <algorithm>
+#include <ctime>
+
+namespace thptrace::proc {
+
+uint64_t monotonic_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void SampleSeries::add(Sample s) { samples_.push_back(std::move(s)); }
+
+const Sample* SampleSeries::at_or_before(uint64_t ts_ns) const {
+  if (samples_.empty()) return nullptr;
+  auto it = std::upper_bound(samples_.begin(), samples_.end(), ts_ns,
+                             [](uint64_t t, const Sample& s) { return t < s.ts_ns; });
+  return it == samples_.begin() ? &samples_.front() : &*std::prev(it);
+}
+
+const Sample* SampleSeries::at_or_after(uint64_t ts_ns) const {
+  if (samples_.empty()) return nullptr;
+  auto it = std::lower_bound(samples_.begin(), samples_.end(), ts_ns,
+                             [](const Sample& s, uint64_t t) { return s.ts_ns < t; });
+  return it == samples_.end() ? &samples_.back() : &*it;
+}
+
+std::optional<uint64_t> SampleSeries::vmstat_delta(const std::string& name, uint64_t from_ns,
+                                                   uint64_t to_ns) const {
+  const Sample* a = at_or_before(from_ns);
+  const Sample* b = at_or_after(to_ns);
+  if (!a || !b) return std::nullopt;
+  const auto ia = a->thp_vmstat.find(name);
+  const auto ib = b->thp_vmstat.find(name);
+  if (ia == a->thp_vmstat.end() || ib == b->thp_vmstat.end() || ib->second < ia->second)
+    return std::nullopt;
+  return ib->second - ia->second;
+}
+
+Sample take_sample(pid_t pid) {
+  Sample s;
+  s.ts_ns = monotonic_ns();
+  for (auto& [k, v] : read_vmstat())
+    if (k.rfind("thp_", 0) == 0) s.thp_vmstat.emplace(k, v);
+  if (const auto st = read_status(pid)) {
+    s.target_alive = true;
+    s.thp_enabled = st->thp_enabled;
+    s.rss_kb = st->vm_rss_kb;
+  }
+  if (const auto r = read_smaps_rollup(pid)) {
+    s.rss_kb = r->rss_kb;
+    s.anon_huge_pages_kb = r->anon_huge_pages_kb;
+  }
+  return s;
+}
+
+Sampler::Sampler(pid_t pid, std::chrono::milliseconds interval)
+    : pid_(pid), interval_(interval), thread_([this] { run(); }) {}
+
+Sampler::~Sampler() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void Sampler::run() {
+  while (!stop_) {
+    Sample s = take_sample(pid_);
+    {
+      std::lock_guard lock(mu_);
+      series_.add(std::move(s));
+    }
+    // Sleep in short steps so stop() returns promptly.
+    const auto until = std::chrono::steady_clock::now() + interval_;
+    while (!stop_ && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+SampleSeries Sampler::stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard lock(mu_);
+  series_.add(take_sample(pid_));
+  return series_;
+}
+
+}  // namespace thptrace::proc

@@ -1,0 +1,70 @@
+#pragma once
+// Periodic samples of a target's memory (smaps_rollup, status) and of the kernel's THP counters
+// (/proc/vmstat thp_*), timestamped on CLOCK_MONOTONIC like the BPF events so the correlator can take
+// deltas over a fork episode's window.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "proc/proc.h"
+
+namespace thptrace::proc {
+
+struct Sample {
+  uint64_t ts_ns = 0;
+  bool target_alive = false;
+  uint64_t rss_kb = 0;
+  uint64_t anon_huge_pages_kb = 0;
+  std::optional<bool> thp_enabled;
+  std::map<std::string, uint64_t> thp_vmstat;  // the thp_* counters only
+};
+
+// A sample series; pure data so it can be built by hand in tests.
+class SampleSeries {
+ public:
+  void add(Sample s);
+  const std::vector<Sample>& samples() const { return samples_; }
+  // The last sample taken at or before ts (or the first sample when all are later).
+  const Sample* at_or_before(uint64_t ts_ns) const;
+  // The first sample taken at or after ts (or the last sample when all are earlier).
+  const Sample* at_or_after(uint64_t ts_ns) const;
+  // Delta of a vmstat counter between the sample before `from` and the sample after `to`.
+  std::optional<uint64_t> vmstat_delta(const std::string& name, uint64_t from_ns, uint64_t to_ns) const;
+
+ private:
+  std::vector<Sample> samples_;
+};
+
+uint64_t monotonic_ns();
+Sample take_sample(pid_t pid);
+
+// Samples a target every `interval` on its own thread until stopped or destroyed.
+class Sampler {
+ public:
+  Sampler(pid_t pid, std::chrono::milliseconds interval);
+  ~Sampler();
+  Sampler(const Sampler&) = delete;
+  Sampler& operator=(const Sampler&) = delete;
+
+  // Takes one final sample, stops the thread and returns the series.
+  SampleSeries stop();
+
+ private:
+  void run();
+
+  pid_t pid_;
+  std::chrono::milliseconds interval_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  SampleSeries series_;
+  std::thread thread_;
+};
+
+}  // namespace thptrace::proc

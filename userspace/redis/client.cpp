@@ -1,0 +1,127 @@
+#include "redis/client.h"
+
+#include <hiredis/hiredis.h>
+
+#include <charconv>
+#include <fstream>
+
+namespace thptrace::redis {
+namespace {
+
+struct ReplyDeleter {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+timeval to_timeval(std::chrono::milliseconds ms) {
+  return timeval{static_cast<time_t>(ms.count() / 1000), static_cast<suseconds_t>((ms.count() % 1000) * 1000)};
+}
+
+ReplyPtr run(redisContext* ctx, const std::vector<std::string>& args) {
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (const auto& a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  return ReplyPtr(static_cast<redisReply*>(
+      redisCommandArgv(ctx, static_cast<int>(argv.size()), argv.data(), lens.data())));
+}
+
+}  // namespace
+
+std::optional<Address> parse_address(const std::string& text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) return std::nullopt;
+  Address a;
+  a.host = text.substr(0, colon);
+  if (a.host.front() == '[') {
+    if (a.host.size() < 3 || a.host.back() != ']') return std::nullopt;
+    a.host = a.host.substr(1, a.host.size() - 2);
+  }
+  const char* first = text.data() + colon + 1;
+  const char* last = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(first, last, a.port);
+  if (ec != std::errc() || ptr != last || a.port < 1 || a.port > 65535) return std::nullopt;
+  return a;
+}
+
+std::optional<std::string> read_password_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::string line;
+  std::getline(in, line);
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  return line;
+}
+
+std::unique_ptr<Client> Client::connect(const Address& addr, const std::string& password,
+                                        std::chrono::milliseconds timeout, std::string* error) {
+  redisContext* ctx = redisConnectWithTimeout(addr.host.c_str(), addr.port, to_timeval(timeout));
+  if (!ctx || ctx->err) {
+    if (error)
+      *error = "cannot connect to Redis at " + addr.str() + ": " + (ctx ? ctx->errstr : "out of memory");
+    if (ctx) redisFree(ctx);
+    return nullptr;
+  }
+  redisSetTimeout(ctx, to_timeval(timeout));
+  std::unique_ptr<Client> c(new Client(ctx));
+  if (!password.empty()) {
+    ReplyPtr r = run(ctx, {"AUTH", password});
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+      if (error) *error = "Redis at " + addr.str() + " rejected the password (AUTH failed)";
+      return nullptr;
+    }
+  }
+  return c;
+}
+
+Client::~Client() { redisFree(ctx_); }
+
+bool Client::broken() const { return ctx_->err != 0; }
+
+std::optional<std::string> Client::command(const std::vector<std::string>& args) {
+  ReplyPtr r = run(ctx_, args);
+  if (!r) {
+    last_error_ = ctx_->errstr;
+    return std::nullopt;
+  }
+  switch (r->type) {
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+      return std::string(r->str, r->len);
+    case REDIS_REPLY_INTEGER:
+      return std::to_string(r->integer);
+    case REDIS_REPLY_NIL:
+      return std::string{};
+    case REDIS_REPLY_ERROR:
+      last_error_ = std::string(r->str, r->len);
+      return std::nullopt;
+    default:
+      return std::string{};
+  }
+}
+
+std::optional<std::string> Client::info(const std::string& sections) {
+  if (sections.empty()) return command({"INFO"});
+  return command({"INFO", sections});
+}
+
+std::optional<LatencyHistogram> Client::latency_histogram() {
+  ReplyPtr r = run(ctx_, {"LATENCY", "HISTOGRAM"});
+  if (!r || r->type == REDIS_REPLY_ERROR) return std::nullopt;
+  return parse_latency_histogram(r.get());
+}
+
+std::map<std::string, std::string> Client::config_get(const std::vector<std::string>& keys) {
+  std::map<std::string, std::string> out;
+  // One key per call: CONFIG GET with several keys needs Redis 7.0.
+  for (const auto& k : keys) {
+    ReplyPtr r = run(ctx_, {"CONFIG", "GET", k});
+    if (!r) break;
+    for (auto& [key, value] : parse_config_get(r.get())) out.insert_or_assign(key, value);
+  }
+  return out;
+}
+
+}  // namespace thptrace::redis

@@ -1,0 +1,150 @@
+#include "redis/parse.h"
+
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <cmath>
+
+namespace thptrace::redis {
+namespace {
+
+template <typename T>
+bool to_number(std::string_view s, T& out) {
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && ptr == s.data() + s.size() && !s.empty();
+}
+
+std::string_view reply_str(const redisReply* r) {
+  if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) || !r->str) return {};
+  return {r->str, r->len};
+}
+
+std::optional<long long> reply_int(const redisReply* r) {
+  if (!r) return std::nullopt;
+  if (r->type == REDIS_REPLY_INTEGER) return r->integer;
+  long long v = 0;
+  if (to_number(reply_str(r), v)) return v;
+  return std::nullopt;
+}
+
+}  // namespace
+
+InfoMap parse_info(std::string_view text) {
+  InfoMap out;
+  while (!text.empty()) {
+    const auto nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty() || line.front() == '#') continue;
+    const auto colon = line.find(':');
+    if (colon == std::string_view::npos || colon == 0) continue;
+    out.insert_or_assign(std::string(line.substr(0, colon)), std::string(line.substr(colon + 1)));
+  }
+  return out;
+}
+
+std::optional<int64_t> info_int(const InfoMap& info, const std::string& key) {
+  const auto it = info.find(key);
+  if (it == info.end()) return std::nullopt;
+  int64_t v = 0;
+  if (!to_number(std::string_view(it->second), v)) return std::nullopt;
+  return v;
+}
+
+std::string info_str(const InfoMap& info, const std::string& key) {
+  const auto it = info.find(key);
+  return it == info.end() ? std::string{} : it->second;
+}
+
+std::vector<ReplicaInfo> parse_replicas(const InfoMap& info) {
+  std::vector<ReplicaInfo> out;
+  for (const auto& [key, value] : info) {
+    if (key.rfind("slave", 0) != 0 || key.size() == 5) continue;
+    if (!std::all_of(key.begin() + 5, key.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    ReplicaInfo r;
+    std::string_view rest = value;
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      const std::string_view field = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+      const auto eq = field.find('=');
+      if (eq == std::string_view::npos) continue;
+      const auto k = field.substr(0, eq);
+      const auto v = field.substr(eq + 1);
+      if (k == "ip") r.ip = std::string(v);
+      else if (k == "port") to_number(v, r.port);
+      else if (k == "state") r.state = std::string(v);
+      else if (k == "offset") to_number(v, r.offset);
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+LatencyHistogram LatencyHistogram::minus(const LatencyHistogram& earlier) const {
+  LatencyHistogram d;
+  for (size_t i = 0; i < kBuckets; ++i)
+    d.cumulative[i] = cumulative[i] > earlier.cumulative[i] ? cumulative[i] - earlier.cumulative[i] : 0;
+  // Keep the difference monotone: a reset in between can leave it ragged.
+  for (size_t i = 1; i < kBuckets; ++i) d.cumulative[i] = std::max(d.cumulative[i], d.cumulative[i - 1]);
+  d.calls = calls > earlier.calls ? calls - earlier.calls : 0;
+  return d;
+}
+
+std::optional<double> LatencyHistogram::quantile_us(double q) const {
+  const uint64_t n = total();
+  if (n == 0 || q <= 0 || q > 1) return std::nullopt;
+  // The rank of the q-quantile, rounded up: p99.9 of 1000 calls is the 999th.
+  const auto rank = static_cast<uint64_t>(std::max(1.0, std::ceil(q * static_cast<double>(n))));
+  for (size_t i = 0; i < kBuckets; ++i)
+    if (cumulative[i] >= rank) return static_cast<double>(uint64_t{1} << i);
+  return static_cast<double>(uint64_t{1} << (kBuckets - 1));
+}
+
+std::optional<LatencyHistogram> parse_latency_histogram(const redisReply* reply) {
+  if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements % 2 != 0) return std::nullopt;
+  LatencyHistogram sum;
+  for (size_t i = 0; i + 1 < reply->elements; i += 2) {
+    const redisReply* body = reply->element[i + 1];
+    if (!body || body->type != REDIS_REPLY_ARRAY || body->elements % 2 != 0) return std::nullopt;
+    std::array<uint64_t, LatencyHistogram::kBuckets> cmd{};
+    for (size_t j = 0; j + 1 < body->elements; j += 2) {
+      const auto key = reply_str(body->element[j]);
+      const redisReply* val = body->element[j + 1];
+      if (key == "calls") {
+        if (const auto c = reply_int(val); c && *c >= 0) sum.calls += static_cast<uint64_t>(*c);
+      } else if (key == "histogram_usec") {
+        if (!val || val->type != REDIS_REPLY_ARRAY || val->elements % 2 != 0) return std::nullopt;
+        for (size_t k = 0; k + 1 < val->elements; k += 2) {
+          const auto bound = reply_int(val->element[k]);
+          const auto count = reply_int(val->element[k + 1]);
+          if (!bound || !count || *bound <= 0 || *count < 0) return std::nullopt;
+          // Bucket index of a power-of-two bound; a bound that is not a power of two falls in the
+          // next power up, which only coarsens the answer.
+          const auto b = static_cast<uint64_t>(*bound);
+          size_t idx = static_cast<size_t>(std::bit_width(b - 1));
+          idx = std::min(idx, LatencyHistogram::kBuckets - 1);
+          cmd[idx] = std::max(cmd[idx], static_cast<uint64_t>(*count));
+        }
+      }
+    }
+    // Carry each cumulative count forward to the buckets Redis left out.
+    for (size_t b = 1; b < cmd.size(); ++b) cmd[b] = std::max(cmd[b], cmd[b - 1]);
+    for (size_t b = 0; b < cmd.size(); ++b) sum.cumulative[b] += cmd[b];
+  }
+  return sum;
+}
+
+std::map<std::string, std::string> parse_config_get(const redisReply* reply) {
+  std::map<std::string, std::string> out;
+  if (!reply || reply->type != REDIS_REPLY_ARRAY) return out;
+  for (size_t i = 0; i + 1 < reply->elements; i += 2)
+    out.insert_or_assign(std::string(reply_str(reply->element[i])),
+                         std::string(reply_str(reply->element[i + 1])));
+  return out;
+}
+
+}  // namespace thptrace::redis

@@ -1,0 +1,55 @@
+#pragma once
+// Parsers for Redis replies. They take text or a reply tree and never trust lengths or formats:
+// the fuzzers in tests/fuzz feed them arbitrary bytes.
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+struct redisReply;
+
+namespace thptrace::redis {
+
+// INFO: every "key:value" line, sections merged; comments and blank lines skipped.
+using InfoMap = std::map<std::string, std::string>;
+InfoMap parse_info(std::string_view text);
+
+std::optional<int64_t> info_int(const InfoMap& info, const std::string& key);
+std::string info_str(const InfoMap& info, const std::string& key);
+
+// One "slaveN:ip=...,port=...,state=...,offset=...,lag=..." line of INFO replication.
+struct ReplicaInfo {
+  std::string ip;
+  int port = 0;
+  std::string state;  // wait_bgsave, send_bulk, online
+  int64_t offset = 0;
+};
+std::vector<ReplicaInfo> parse_replicas(const InfoMap& info);
+
+// LATENCY HISTOGRAM summed over every command, on a fixed grid of power-of-two microsecond upper
+// bounds: cumulative[i] = calls that took at most 2^i µs. Redis reports cumulative counts only at
+// the buckets it has seen; the grid carries each count forward so histograms of different commands
+// (and of different moments) can be added and subtracted bucket by bucket.
+struct LatencyHistogram {
+  static constexpr size_t kBuckets = 40;  // 2^39 µs ≈ 6 days: beyond any real command
+  std::array<uint64_t, kBuckets> cumulative{};
+  uint64_t calls = 0;
+
+  // this - earlier, bucket by bucket (clamped at zero: a CONFIG RESETSTAT in between).
+  LatencyHistogram minus(const LatencyHistogram& earlier) const;
+  // Upper bound in µs of the bucket holding quantile q (0 < q <= 1); nullopt when empty.
+  std::optional<double> quantile_us(double q) const;
+  uint64_t total() const { return cumulative.back(); }
+};
+
+// The RESP2 reply of LATENCY HISTOGRAM: [name, [ "calls", n, "histogram_usec", [b, c, ...] ], ...].
+std::optional<LatencyHistogram> parse_latency_histogram(const redisReply* reply);
+
+// CONFIG GET k1 k2 ... reply: flat [key, value, key, value, ...].
+std::map<std::string, std::string> parse_config_get(const redisReply* reply);
+
+}  // namespace thptrace::redis

@@ -1,0 +1,133 @@
+#include "redis/watcher.h"
+
+#include <algorithm>
+
+#include "proc/sampler.h"
+
+namespace thptrace::redis {
+
+Snapshot snapshot_from_info(const InfoMap& info, uint64_t ts_ns) {
+  Snapshot s;
+  s.ts_ns = ts_ns;
+  s.up = true;
+  s.process_id = info_int(info, "process_id").value_or(0);
+  s.total_forks = info_int(info, "total_forks").value_or(0);
+  s.latest_fork_usec = info_int(info, "latest_fork_usec").value_or(0);
+  s.sync_full = info_int(info, "sync_full").value_or(0);
+  s.rdb_bgsave_in_progress = info_int(info, "rdb_bgsave_in_progress").value_or(0) != 0;
+  s.aof_rewrite_in_progress = info_int(info, "aof_rewrite_in_progress").value_or(0) != 0;
+  s.current_cow_size = info_int(info, "current_cow_size").value_or(0);
+  s.current_save_keys_processed = info_int(info, "current_save_keys_processed").value_or(0);
+  s.rdb_last_cow_size = info_int(info, "rdb_last_cow_size").value_or(0);
+  s.aof_last_cow_size = info_int(info, "aof_last_cow_size").value_or(0);
+  try {
+    s.current_fork_perc = std::stod(info_str(info, "current_fork_perc"));
+  } catch (const std::exception&) {
+    s.current_fork_perc = 0;
+  }
+  for (const auto& r : parse_replicas(info))
+    if (r.state == "wait_bgsave") s.replica_waiting_bgsave = true;
+  return s;
+}
+
+Watcher::Watcher(Options options) : options_(std::move(options)), thread_([this] { run(); }) {}
+
+Watcher::~Watcher() { stop(); }
+
+std::vector<Snapshot> Watcher::stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard lock(mu_);
+  return history_;
+}
+
+std::optional<ServerFacts> Watcher::facts() const {
+  std::lock_guard lock(mu_);
+  return facts_;
+}
+std::optional<Snapshot> Watcher::first_up() const {
+  std::lock_guard lock(mu_);
+  return first_up_;
+}
+std::optional<Snapshot> Watcher::last_up() const {
+  std::lock_guard lock(mu_);
+  return last_up_;
+}
+bool Watcher::ever_up() const {
+  std::lock_guard lock(mu_);
+  return first_up_.has_value();
+}
+std::string Watcher::last_error() const {
+  std::lock_guard lock(mu_);
+  return last_error_;
+}
+
+bool Watcher::poll_once(Client& client) {
+  const uint64_t ts = proc::monotonic_ns();
+  const auto text = client.info();
+  if (!text) return false;
+  Snapshot s = snapshot_from_info(parse_info(*text), ts);
+  s.latency = client.latency_histogram();
+  {
+    std::lock_guard lock(mu_);
+    if (!first_up_) first_up_ = s;
+    last_up_ = s;
+    if (options_.keep_history) history_.push_back(s);
+  }
+  if (options_.on_snapshot) options_.on_snapshot(s);
+  return true;
+}
+
+void Watcher::run() {
+  std::unique_ptr<Client> client;
+  auto backoff = options_.interval;
+  const auto max_backoff = std::max(options_.interval, std::chrono::milliseconds(5000));
+  auto sleep_for = [this](std::chrono::milliseconds d) {
+    const auto until = std::chrono::steady_clock::now() + d;
+    while (!stop_ && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  };
+  while (!stop_) {
+    const auto started = std::chrono::steady_clock::now();
+    if (!client) {
+      std::string error;
+      client = Client::connect(options_.address, options_.password, options_.timeout, &error);
+      if (client) {
+        ServerFacts f;
+        if (const auto text = client->info("server")) {
+          const auto info = parse_info(*text);
+          f.version = info_str(info, "redis_version");
+          f.process_id = info_int(info, "process_id").value_or(0);
+          f.executable = info_str(info, "executable");
+        }
+        const auto cfg = client->config_get({"disable-thp", "repl-diskless-sync"});
+        if (auto it = cfg.find("disable-thp"); it != cfg.end()) f.disable_thp = it->second;
+        if (auto it = cfg.find("repl-diskless-sync"); it != cfg.end()) f.repl_diskless_sync = it->second;
+        std::lock_guard lock(mu_);
+        facts_ = f;
+        backoff = options_.interval;
+      } else {
+        {
+          std::lock_guard lock(mu_);
+          last_error_ = error;
+        }
+        Snapshot down;
+        down.ts_ns = proc::monotonic_ns();
+        if (options_.on_snapshot) options_.on_snapshot(down);
+        sleep_for(backoff);
+        backoff = std::min(backoff * 2, max_backoff);
+        continue;
+      }
+    }
+    if (!poll_once(*client)) {
+      std::lock_guard lock(mu_);
+      last_error_ = "lost the connection to Redis at " + options_.address.str() + ": " + client->last_error();
+      client.reset();
+      continue;
+    }
+    const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+    if (spent < options_.interval) sleep_for(options_.interval - spent);
+  }
+}
+
+}  // namespace thptrace::redis

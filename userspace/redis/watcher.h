@@ -1,0 +1,89 @@
+#pragma once
+// Polls one Redis instance on its own thread (INFO and LATENCY HISTOGRAM, ≥ 10 Hz in a capture) and
+// keeps a timeline of snapshots on CLOCK_MONOTONIC, so forks seen in the kernel can be labelled
+// (when uprobes are unavailable) and their latency windows measured. Reconnects with backoff; a
+// Redis that is down is a state, not an error.
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "redis/client.h"
+
+namespace thptrace::redis {
+
+struct Snapshot {
+  uint64_t ts_ns = 0;
+  bool up = false;
+  int64_t process_id = 0;
+  int64_t total_forks = 0;
+  int64_t latest_fork_usec = 0;
+  int64_t sync_full = 0;
+  bool rdb_bgsave_in_progress = false;
+  bool aof_rewrite_in_progress = false;
+  bool replica_waiting_bgsave = false;  // a replica in state wait_bgsave
+  int64_t current_cow_size = 0;
+  double current_fork_perc = 0;
+  int64_t current_save_keys_processed = 0;
+  int64_t rdb_last_cow_size = 0;
+  int64_t aof_last_cow_size = 0;
+  std::optional<LatencyHistogram> latency;
+};
+
+// Facts read once per connection.
+struct ServerFacts {
+  std::string version;
+  int64_t process_id = 0;
+  std::string disable_thp;         // "yes" | "no" | "" (Redis < 6.2 has no such option)
+  std::string repl_diskless_sync;  // "yes" | "no"
+  std::string executable;
+};
+
+Snapshot snapshot_from_info(const InfoMap& info, uint64_t ts_ns);
+
+class Watcher {
+ public:
+  struct Options {
+    Address address;
+    std::string password;
+    std::chrono::milliseconds interval{100};
+    std::chrono::milliseconds timeout{1000};
+    bool keep_history = true;
+    std::function<void(const Snapshot&)> on_snapshot;  // called on the watcher thread
+  };
+
+  explicit Watcher(Options options);
+  ~Watcher();
+  Watcher(const Watcher&) = delete;
+  Watcher& operator=(const Watcher&) = delete;
+
+  // Stops polling and returns the timeline (empty when keep_history is false).
+  std::vector<Snapshot> stop();
+
+  std::optional<ServerFacts> facts() const;
+  // The first and last snapshot taken while Redis was up.
+  std::optional<Snapshot> first_up() const;
+  std::optional<Snapshot> last_up() const;
+  bool ever_up() const;
+  std::string last_error() const;
+
+ private:
+  void run();
+  bool poll_once(Client& client);
+
+  Options options_;
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mu_;
+  std::vector<Snapshot> history_;
+  std::optional<ServerFacts> facts_;
+  std::optional<Snapshot> first_up_, last_up_;
+  std::string last_error_;
+  std::thread thread_;
+};
+
+}  // namespace thptrace::redis

@@ -1,0 +1,126 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "report/report.h"
+
+namespace thptrace::report {
+namespace {
+
+using correlate::Reason;
+
+struct Finding {
+  int priority;  // lower comes first
+  std::string text;
+};
+
+std::string mib(double kb) { return fmt::format("{:.1f} MiB", kb / 1024.0); }
+
+}  // namespace
+
+std::vector<std::string> findings(const Report& r) {
+  std::vector<Finding> f;
+  const bool thp_always = r.system.thp_enabled == "always";
+  const uint64_t forks = r.forks.size();
+
+  if (r.totals.dropped_events > 0)
+    f.push_back({0, fmt::format("{} kernel events were dropped because the ring buffer was full: episode "
+                                "boundaries may be missing (fault counts are kept in maps and are complete).",
+                                r.totals.dropped_events)});
+
+  if (thp_always && r.thp_enabled_for_process == false) {
+    std::string why = r.redis && r.redis->disable_thp == "yes"
+                          ? "Redis's `disable-thp yes` (the default since 6.2) called prctl(PR_SET_THP_DISABLE) at start-up"
+                          : "the process called prctl(PR_SET_THP_DISABLE)";
+    f.push_back({1, fmt::format("THP is `always` system-wide, but this process opted out (THP_enabled: 0 in "
+                                "/proc/{}/status): {}, so its heap is not backed by huge pages and fork "
+                                "copy-on-write works on 4 KiB pages.",
+                                r.pid, why)});
+  } else if (r.system.thp_enabled == "never") {
+    f.push_back({5, "THP is `never` on this host: the heap is backed by 4 KiB pages only."});
+  } else if (r.anon_huge_pages_kb_max > 0) {
+    f.push_back({2, fmt::format("Transparent huge pages back up to {} of this process's memory (AnonHugePages): "
+                                "page tables are smaller so fork is faster, but every first write after fork "
+                                "faults on a huge mapping.",
+                                mib(static_cast<double>(r.anon_huge_pages_kb_max)))});
+  } else if (r.system.thp_enabled == "madvise") {
+    f.push_back({6, "THP is `madvise` and this process has no huge pages (AnonHugePages 0 kB): copy-on-write "
+                    "after fork works on 4 KiB pages."});
+  }
+
+  uint64_t splits = 0;
+  bool vmstat_splits = false;
+  for (const auto& e : r.forks) {
+    splits += e.thp_splits;
+    vmstat_splits = vmstat_splits || e.thp_splits_source == "vmstat";
+  }
+  if (splits > 0)
+    f.push_back({2, fmt::format("The kernel split {} huge PMDs during fork windows{} instead of copying 2 MiB "
+                                "pages: since Linux 5.8 a write to a shared huge page splits it and copies 4 KiB.",
+                                splits, vmstat_splits ? " (system-wide, from /proc/vmstat thp_split_pmd)" : "")});
+
+  const auto disk_syncs = std::count_if(r.forks.begin(), r.forks.end(), [](const auto& e) { return e.reason == Reason::full_sync_disk; });
+  if (disk_syncs > 0)
+    f.push_back({3, fmt::format("{} full sync{} went over disk: the fork child wrote a whole RDB file before "
+                                "the replica got a byte; `repl-diskless-sync yes` streams it to the replica "
+                                "and avoids the disk write.",
+                                disk_syncs, disk_syncs == 1 ? "" : "s")});
+
+  uint64_t cow = 0;
+  for (const auto& e : r.forks) cow += e.cow_faults;
+  if (cow > 0)
+    f.push_back({3, fmt::format("While fork children lived, the parent took {} copy-on-write faults (about {} of "
+                                "memory copied in 4 KiB pages), each one a stall on the thread that wrote.",
+                                cow, mib(static_cast<double>(cow) * 4.0))});
+
+  for (const auto& e : r.forks) {
+    if (!e.fork_duration_us || r.rss_kb_max == 0) continue;
+    const double gb = static_cast<double>(r.rss_kb_max) / (1024.0 * 1024.0);
+    f.push_back({4, fmt::format("Fork ({}) took {:.0f} µs for {:.2f} GB of RSS: {:.1f} ms per GB.",
+                                correlate::reason_name(e.reason), *e.fork_duration_us, gb,
+                                gb > 0 ? *e.fork_duration_us / 1000.0 / gb : 0.0)});
+    break;  // one representative line; the table has them all
+  }
+
+  for (const auto& e : r.forks) {
+    if (!e.latency_during || !e.latency_before) continue;
+    const auto& d = *e.latency_during;
+    const auto& b = *e.latency_before;
+    f.push_back({3, fmt::format("During the {} fork window (child {}), Redis's server-side p99.9 was ≤ {:.0f} µs "
+                                "(p50 ≤ {:.0f} µs) against ≤ {:.0f} µs (p50 ≤ {:.0f} µs) in the window before.",
+                                correlate::reason_name(e.reason), e.child_pid, d.p999_us, d.p50_us, b.p999_us,
+                                b.p50_us)});
+  }
+
+  if (r.totals.compaction_stalls + r.totals.reclaim_stalls > 0)
+    f.push_back({3, fmt::format("The process stalled {} times in direct compaction ({:.1f} ms) and {} times in "
+                                "direct reclaim ({:.1f} ms).",
+                                r.totals.compaction_stalls, r.totals.compaction_ms, r.totals.reclaim_stalls,
+                                r.totals.reclaim_ms)});
+  if (r.totals.thp_collapses > 0)
+    f.push_back({4, fmt::format("khugepaged collapsed {} ranges of this process into huge pages.", r.totals.thp_collapses)});
+
+  if (r.redis && !r.redis->reachable)
+    f.push_back({1, fmt::format("Redis at {} was not reachable ({}): fork reasons and server-side latency are "
+                                "missing; the kernel figures are complete.",
+                                r.redis->address, r.redis->error)});
+  if (!r.redis)
+    f.push_back({7, "No --redis address was given: fork reasons come from uprobes only and there are no "
+                    "server-side latency windows."});
+  if (r.redis && r.redis->reachable && r.redis->process_id && r.redis->process_id != r.pid)
+    f.push_back({1, fmt::format("Redis at {} reports process_id {}, not the traced pid {}: its figures describe "
+                                "another process.",
+                                r.redis->address, r.redis->process_id, r.pid)});
+  if (r.target_exited) f.push_back({1, fmt::format("The traced process {} exited during the capture; the report covers what was seen until then.", r.pid)});
+  if (forks == 0) f.push_back({8, "No fork happened during the capture."});
+  if (r.totals.untracked_forks > 0)
+    f.push_back({2, fmt::format("{} forks overlapped more than {} live children and their faults were not "
+                                "attributed.", r.totals.untracked_forks, THPTRACE_MAX_ACTIVE)});
+
+  std::stable_sort(f.begin(), f.end(), [](const Finding& a, const Finding& b) { return a.priority < b.priority; });
+  std::vector<std::string> out;
+  for (auto& x : f) out.push_back(std::move(x.text));
+  return out;
+}
+
+}  // namespace thptrace::report

@@ -1,0 +1,167 @@
+#include "report/report.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+namespace thptrace::report {
+namespace {
+
+using nlohmann::ordered_json;
+
+ordered_json opt(const std::optional<double>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); }
+
+ordered_json latency_json(const std::optional<correlate::LatencyWindow>& w) {
+  if (!w) return nullptr;
+  return {{"calls", w->calls}, {"p50_us", w->p50_us}, {"p99_us", w->p99_us}, {"p999_us", w->p999_us}, {"max_us", w->max_us}};
+}
+
+std::string fmt_opt(const std::optional<double>& v, const char* spec) {
+  return v ? fmt::format(fmt::runtime(spec), *v) : std::string("-");
+}
+
+}  // namespace
+
+ordered_json to_json(const Report& r) {
+  ordered_json j;
+  j["thptrace_version"] = r.version;
+  j["system"] = {{"kernel_release", r.system.kernel_release},
+                 {"thp_enabled", r.system.thp_enabled},
+                 {"thp_defrag", r.system.thp_defrag}};
+  j["target"] = {{"pid", r.pid},
+                 {"comm", r.comm},
+                 {"thp_enabled_for_process", r.thp_enabled_for_process ? ordered_json(*r.thp_enabled_for_process) : ordered_json(nullptr)},
+                 {"anon_huge_pages_kb", {{"start", r.anon_huge_pages_kb_start}, {"max", r.anon_huge_pages_kb_max}, {"end", r.anon_huge_pages_kb_end}}},
+                 {"rss_kb_max", r.rss_kb_max},
+                 {"exited", r.target_exited}};
+  j["probes"] = {{"fork", tracer::mode_name(r.probes.fork.mode)},
+                 {"cow_fault", tracer::mode_name(r.probes.cow_fault.mode)},
+                 {"thp", tracer::mode_name(r.probes.thp.mode)},
+                 {"stall", tracer::mode_name(r.probes.stall.mode)},
+                 {"redis", tracer::mode_name(r.probes.redis.mode)},
+                 {"forced_fallback", r.probes.forced_fallback}};
+  j["capture"] = {{"duration_s", r.duration_s}};
+  ordered_json forks = ordered_json::array();
+  for (const auto& e : r.forks) {
+    ordered_json f = {{"child_pid", e.child_pid},
+                      {"reason", correlate::reason_name(e.reason)},
+                      {"reason_source", e.reason_source},
+                      {"fork_duration_us", opt(e.fork_duration_us)},
+                      {"child_lifetime_ms", opt(e.child_lifetime_ms)},
+                      {"cow_faults", e.cow_faults},
+                      {"child_cow_faults", e.child_cow_faults},
+                      {"thp_splits", e.thp_splits},
+                      {"thp_splits_source", e.thp_splits_source},
+                      {"huge_cow_faults", e.huge_cow_faults},
+                      {"huge_page_allocs", e.huge_allocs},
+                      {"fault_avg_ns", opt(e.fault_avg_ns)},
+                      {"fault_latency_log2_ns", e.fault_latency_log2},
+                      {"compaction_stalls", e.compaction_stalls},
+                      {"compaction_ms", e.compaction_ms},
+                      {"reclaim_stalls", e.reclaim_stalls},
+                      {"reclaim_ms", e.reclaim_ms},
+                      {"latency_during", latency_json(e.latency_during)},
+                      {"latency_before", latency_json(e.latency_before)}};
+    forks.push_back(std::move(f));
+  }
+  j["forks"] = std::move(forks);
+  j["totals"] = {{"forks", r.forks.size()},
+                 {"cow_faults", r.totals.cow_faults},
+                 {"child_cow_faults", r.totals.child_cow_faults},
+                 {"thp_splits", r.totals.thp_splits},
+                 {"thp_collapses", r.totals.thp_collapses},
+                 {"khugepaged_scans", r.totals.khugepaged_scans},
+                 {"huge_page_allocs", r.totals.huge_allocs},
+                 {"compaction_stalls", r.totals.compaction_stalls},
+                 {"reclaim_stalls", r.totals.reclaim_stalls},
+                 {"dropped_events", r.totals.dropped_events}};
+  if (r.redis && r.redis->reachable) {
+    j["redis"] = {{"address", r.redis->address},
+                  {"version", r.redis->version},
+                  {"process_id", r.redis->process_id},
+                  {"disable_thp", r.redis->disable_thp},
+                  {"repl_diskless_sync", r.redis->repl_diskless_sync},
+                  {"latest_fork_usec", r.redis->latest_fork_usec},
+                  {"total_forks_delta", r.redis->total_forks_delta},
+                  {"rdb_last_cow_size", r.redis->rdb_last_cow_size}};
+  } else if (r.redis) {
+    j["redis_error"] = r.redis->error;
+  }
+  j["findings"] = findings(r);
+  return j;
+}
+
+std::string to_text(const Report& r) {
+  std::string out;
+  auto line = [&out](const std::string& s) { out += s + "\n"; };
+  line(fmt::format("thptrace {} — capture of pid {} ({}) for {:.1f} s", r.version, r.pid, r.comm, r.duration_s));
+  line(fmt::format("kernel {}  THP enabled={} defrag={}  process THP_enabled={}", r.system.kernel_release,
+                   r.system.thp_enabled, r.system.thp_defrag,
+                   r.thp_enabled_for_process ? (*r.thp_enabled_for_process ? "1" : "0") : "n/a"));
+  line(fmt::format("AnonHugePages start/max/end: {}/{}/{} kB   RSS max: {} kB", r.anon_huge_pages_kb_start,
+                   r.anon_huge_pages_kb_max, r.anon_huge_pages_kb_end, r.rss_kb_max));
+  line(fmt::format("probes: fork={} cow_fault={} thp={} stall={} redis={}{}", tracer::mode_name(r.probes.fork.mode),
+                   tracer::mode_name(r.probes.cow_fault.mode), tracer::mode_name(r.probes.thp.mode),
+                   tracer::mode_name(r.probes.stall.mode), tracer::mode_name(r.probes.redis.mode),
+                   r.probes.forced_fallback ? " (fallback forced)" : ""));
+  if (r.redis && r.redis->reachable)
+    line(fmt::format("redis {} at {}: disable-thp={} repl-diskless-sync={} latest_fork_usec={} total_forks +{}",
+                     r.redis->version, r.redis->address, r.redis->disable_thp, r.redis->repl_diskless_sync,
+                     r.redis->latest_fork_usec, r.redis->total_forks_delta));
+  line("");
+  line(fmt::format("forks: {}", r.forks.size()));
+  if (!r.forks.empty()) {
+    line(fmt::format("  {:>8} {:<19} {:>10} {:>11} {:>10} {:>10} {:>7} {:>21} {:>21}", "child", "reason", "fork_us",
+                     "lifetime_ms", "cow", "child_cow", "splits", "p50/p99.9 us during", "p50/p99.9 us before"));
+    for (const auto& e : r.forks) {
+      auto lat = [](const std::optional<correlate::LatencyWindow>& w) {
+        return w ? fmt::format("{:.0f}/{:.0f}", w->p50_us, w->p999_us) : std::string("-");
+      };
+      line(fmt::format("  {:>8} {:<19} {:>10} {:>11} {:>10} {:>10} {:>7} {:>21} {:>21}", e.child_pid,
+                       correlate::reason_name(e.reason), fmt_opt(e.fork_duration_us, "{:.0f}"),
+                       e.child_lifetime_ms ? fmt::format("{:.1f}", *e.child_lifetime_ms) : std::string("alive"),
+                       e.cow_faults, e.child_cow_faults, e.thp_splits, lat(e.latency_during), lat(e.latency_before)));
+      if (e.fault_avg_ns)
+        line(fmt::format("           COW fault handler: avg {:.0f} ns; huge-PMD faults {}", *e.fault_avg_ns,
+                         e.huge_cow_faults));
+    }
+  }
+  line("");
+  line(fmt::format("totals: cow_faults={} child_cow_faults={} thp_splits={} thp_collapses={} compaction_stalls={} "
+                   "reclaim_stalls={} dropped_events={}",
+                   r.totals.cow_faults, r.totals.child_cow_faults, r.totals.thp_splits, r.totals.thp_collapses,
+                   r.totals.compaction_stalls, r.totals.reclaim_stalls, r.totals.dropped_events));
+  line("");
+  line("findings:");
+  int i = 1;
+  for (const auto& f : findings(r)) line(fmt::format("  {}. {}", i++, f));
+  return out;
+}
+
+bool write_json_file(const Report& r, const std::string& path, std::string* error) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) {
+      if (error) *error = "cannot write " + path;
+      return false;
+    }
+    out << to_json(r).dump(2) << "\n";
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      if (error) *error = "cannot write " + path;
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    if (error) *error = "cannot write " + path;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace thptrace::report

@@ -1,0 +1,54 @@
+#pragma once
+// The one-shot capture report: its data, the JSON of the contract in design.md §4, the text a person
+// reads, and the findings (plain sentences, most important first).
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "correlate/correlator.h"
+#include "correlate/episode.h"
+#include "proc/proc.h"
+#include "tracer/probe.h"
+
+namespace thptrace::report {
+
+struct RedisSection {
+  std::string address;
+  bool reachable = false;
+  std::string error;  // why it was not reachable
+  std::string version;
+  int64_t process_id = 0;
+  std::string disable_thp;
+  std::string repl_diskless_sync;
+  int64_t latest_fork_usec = 0;
+  int64_t total_forks_delta = 0;
+  int64_t rdb_last_cow_size = 0;
+};
+
+struct Report {
+  std::string version;
+  proc::SystemInfo system;
+  int pid = 0;
+  std::string comm;
+  std::optional<bool> thp_enabled_for_process;
+  uint64_t anon_huge_pages_kb_start = 0, anon_huge_pages_kb_max = 0, anon_huge_pages_kb_end = 0;
+  uint64_t rss_kb_max = 0;
+  tracer::ProbeReport probes;
+  double duration_s = 0;
+  bool target_exited = false;
+  std::vector<correlate::ForkEpisode> forks;
+  correlate::Totals totals;
+  std::optional<RedisSection> redis;  // set when --redis was given
+};
+
+std::vector<std::string> findings(const Report& r);
+nlohmann::ordered_json to_json(const Report& r);
+std::string to_text(const Report& r);
+// Writes the JSON to path through a temporary file and rename, so a reader never sees half a file.
+// Returns false with *error set on failure.
+bool write_json_file(const Report& r, const std::string& path, std::string* error);
+
+}  // namespace thptrace::report

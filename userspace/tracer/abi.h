@@ -1,0 +1,15 @@
+#pragma once
+// The BPF/userspace ABI (bpf/thptrace.h) seen from C++, with its layout pinned: a change on one side
+// that the other did not follow fails the build here rather than corrupting counters at run time.
+
+#include <cstddef>
+
+#include "../../bpf/thptrace.h"
+
+static_assert(sizeof(thptrace_episode) == 16 + 8 * 15 + 8 * THPTRACE_LAT_SLOTS, "episode layout");
+static_assert(offsetof(thptrace_episode, fork_ts_ns) == 16, "episode layout");
+static_assert(offsetof(thptrace_episode, fault_lat) == 16 + 8 * 15, "episode layout");
+static_assert(sizeof(thptrace_target) == 4 * THPTRACE_MAX_ACTIVE + 8 * 14 + 8 * THPTRACE_LAT_SLOTS,
+              "target layout");
+static_assert(offsetof(thptrace_event, episode) == 48, "event layout");
+static_assert(sizeof(thptrace_event) == 48 + sizeof(thptrace_episode), "event layout");

@@ -1,0 +1,51 @@
+#pragma once
+// Feature probing, done once at start-up: which attach type each probe family gets on the running
+// kernel, and why. Modelled on bcc's fentry_can_attach/probe_tp_btf: load (and attach) a two-
+// instruction program of each kind and see whether the kernel takes it.
+
+#include <string>
+#include <vector>
+
+namespace thptrace::tracer {
+
+enum class Mode { fentry, tp_btf, raw_tp, uprobe, info_polling, unavailable };
+const char* mode_name(Mode m);
+
+struct FamilyChoice {
+  Mode mode = Mode::unavailable;
+  std::string why;
+};
+
+struct ProbeReport {
+  bool btf = false;
+  std::string kernel_release;
+  FamilyChoice fork, cow_fault, thp, stall, redis;
+  bool forced_fallback = false;
+};
+
+// Individual checks; each result is memoised for the life of the process.
+class FeatureProbe {
+ public:
+  bool vmlinux_btf();
+  bool fentry(const std::string& func);
+  bool tp_btf(const std::string& tracepoint);
+  bool raw_tp(const std::string& tracepoint);
+  // Last errno-style reason of a failed check, for "why".
+  const std::string& last_failure() const { return last_failure_; }
+
+ private:
+  std::string last_failure_;
+};
+
+// Chooses a mode per family. With force_fallback every family takes the last mode of its chain
+// (raw_tp for kernel families, INFO polling for Redis) so those paths are testable on any kernel.
+// redis_exe names the redis-server binary whose exported symbols decide the redis family; "" means
+// no Redis process is being watched.
+ProbeReport choose_modes(bool force_fallback, const std::string& redis_exe);
+
+// The Redis entry points thptrace puts uprobes on, and which of them an ELF binary exports.
+const std::vector<std::string>& redis_uprobe_symbols();
+const std::vector<std::string>& redis_required_symbols();
+std::vector<std::string> missing_symbols(const std::string& elf_path, const std::vector<std::string>& symbols);
+
+}  // namespace thptrace::tracer

@@ -1,0 +1,253 @@
+#include "tracer/tracer.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "thptrace_bpf.skel.h"
+
+namespace thptrace::tracer {
+namespace {
+
+int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list args) {
+  if (!log::verbose() || level == LIBBPF_DEBUG) return 0;
+  return vfprintf(stderr, fmt, args);
+}
+
+// Programs by family and mode. A program's twin in another mode is never loaded.
+struct ProgramSet {
+  bpf_program* prog;
+  const char* family;
+  Mode mode;
+};
+
+std::vector<ProgramSet> program_table(::thptrace_bpf* s) {
+  auto& p = s->progs;
+  return {
+      {p.fork_btf, "fork", Mode::tp_btf},           {p.fork_raw, "fork", Mode::raw_tp},
+      {p.exit_btf, "fork", Mode::tp_btf},           {p.exit_raw, "fork", Mode::raw_tp},
+      {p.sys_enter_btf, "fork", Mode::tp_btf},      {p.sys_enter_raw, "fork", Mode::raw_tp},
+      {p.sys_exit_btf, "fork", Mode::tp_btf},       {p.sys_exit_raw, "fork", Mode::raw_tp},
+      {p.wp_fentry, "cow_fault", Mode::fentry},     {p.wp_fexit, "cow_fault", Mode::fentry},
+      {p.huge_wp_fentry, "cow_fault", Mode::fentry}, {p.huge_wp_fexit, "cow_fault", Mode::fentry},
+      {p.fault_btf, "cow_fault", Mode::tp_btf},     {p.fault_raw, "cow_fault", Mode::raw_tp},
+      {p.khugepaged_scan_btf, "thp", Mode::tp_btf}, {p.khugepaged_scan_raw, "thp", Mode::raw_tp},
+      {p.collapse_btf, "thp", Mode::tp_btf},        {p.collapse_raw, "thp", Mode::raw_tp},
+      {p.compaction_begin_btf, "stall", Mode::tp_btf}, {p.compaction_begin_raw, "stall", Mode::raw_tp},
+      {p.compaction_end_btf, "stall", Mode::tp_btf},   {p.compaction_end_raw, "stall", Mode::raw_tp},
+      {p.reclaim_begin_btf, "stall", Mode::tp_btf},    {p.reclaim_begin_raw, "stall", Mode::raw_tp},
+      {p.reclaim_end_btf, "stall", Mode::tp_btf},      {p.reclaim_end_raw, "stall", Mode::raw_tp},
+  };
+}
+
+// Huge-page allocation counting rides with the COW family but has no fentry twin: in fentry mode it
+// uses the tp_btf program when tp_btf works, else raw_tp.
+bool want_page_alloc(Mode cow, Mode twin, bool tp_btf_ok) {
+  if (cow == Mode::fentry) return twin == (tp_btf_ok ? Mode::tp_btf : Mode::raw_tp);
+  return twin == cow;
+}
+
+Mode family_mode(const ProbeReport& r, const std::string& family) {
+  if (family == "fork") return r.fork.mode;
+  if (family == "cow_fault") return r.cow_fault.mode;
+  if (family == "thp") return r.thp.mode;
+  return r.stall.mode;
+}
+
+}  // namespace
+
+void Tracer::SkelDeleter::operator()(::thptrace_bpf* s) const { thptrace_bpf__destroy(s); }
+void Tracer::LinkDeleter::operator()(bpf_link* l) const { bpf_link__destroy(l); }
+void Tracer::RingDeleter::operator()(ring_buffer* r) const { ring_buffer__free(r); }
+
+Tracer::Tracer(const ProbeReport& modes, const TracerOptions& options) : modes_(modes) {
+  libbpf_set_print(libbpf_print);
+  if (!modes.btf && modes.fork.mode == Mode::unavailable)
+    throw FatalError(kExitRuntime,
+                     "the kernel has no BTF (/sys/kernel/btf/vmlinux is missing): thptrace needs a kernel "
+                     "built with CONFIG_DEBUG_INFO_BTF=y");
+  if (modes.fork.mode == Mode::unavailable || modes.cow_fault.mode == Mode::unavailable)
+    throw FatalError(kExitRuntime, "cannot load BPF programs (" +
+                                       (modes.fork.mode == Mode::unavailable ? modes.fork.why : modes.cow_fault.why) +
+                                       "): run as root or grant CAP_BPF and CAP_PERFMON");
+
+  skel_.reset(thptrace_bpf__open());
+  if (!skel_) throw FatalError(kExitRuntime, std::string("cannot open the BPF object: ") + std::strerror(errno));
+
+  const bool tp_btf_ok = modes.fork.mode == Mode::tp_btf;
+  for (const auto& [prog, family, mode] : program_table(skel_.get()))
+    bpf_program__set_autoload(prog, family_mode(modes_, family) == mode);
+  bpf_program__set_autoload(skel_->progs.page_alloc_btf, want_page_alloc(modes.cow_fault.mode, Mode::tp_btf, tp_btf_ok));
+  bpf_program__set_autoload(skel_->progs.page_alloc_raw, want_page_alloc(modes.cow_fault.mode, Mode::raw_tp, tp_btf_ok));
+  const bool uprobes = modes.redis.mode == Mode::uprobe;
+  for (bpf_program* p : {skel_->progs.rdb_bgsave_enter, skel_->progs.rdb_bgsave_exit, skel_->progs.rdb_sockets_enter,
+                         skel_->progs.rdb_sockets_exit, skel_->progs.aof_rewrite_enter, skel_->progs.aof_rewrite_exit,
+                         skel_->progs.repl_bgsave_enter, skel_->progs.repl_bgsave_exit, skel_->progs.redis_fork_enter,
+                         skel_->progs.redis_fork_exit})
+    bpf_program__set_autoload(p, uprobes);
+
+  size_t rb = 4096;
+  while (rb < options.ringbuf_bytes) rb <<= 1;
+  bpf_map__set_max_entries(skel_->maps.events, static_cast<__u32>(rb));
+
+  if (const int err = thptrace_bpf__load(skel_.get()); err) {
+    const int e = -err;
+    if (e == EPERM || e == EACCES)
+      throw FatalError(kExitRuntime,
+                       "the kernel refused to load thptrace's BPF programs (permission denied): run as root or "
+                       "grant CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE on kernels older than 5.11");
+    throw FatalError(kExitRuntime, std::string("cannot load thptrace's BPF programs: ") + std::strerror(e) +
+                                       " (run with --verbose for the verifier log)");
+  }
+  ring_.reset(ring_buffer__new(bpf_map__fd(skel_->maps.events), &Tracer::on_ring_record, this, nullptr));
+  if (!ring_) throw FatalError(kExitRuntime, std::string("cannot set up the ring buffer: ") + std::strerror(errno));
+}
+
+Tracer::~Tracer() {
+  // Links first, then the ring buffer, then the object (the destructors of the members run in
+  // reverse order of declaration, which is this order).
+  redis_links_.clear();
+  links_.clear();
+}
+
+void Tracer::attach() {
+  bpf_object* obj = skel_->obj;
+  bpf_program* prog = nullptr;
+  bpf_object__for_each_program(prog, obj) {
+    if (!bpf_program__autoload(prog)) continue;
+    const char* sec = bpf_program__section_name(prog);
+    if (std::strncmp(sec, "uprobe", 6) == 0 || std::strncmp(sec, "uretprobe", 9) == 0) continue;
+    bpf_link* link = bpf_program__attach(prog);
+    if (!link) {
+      const int e = errno;
+      throw FatalError(kExitRuntime, std::string("cannot attach BPF program ") + bpf_program__name(prog) + " (" +
+                                         sec + "): " + std::strerror(e));
+    }
+    links_.emplace_back(link);
+  }
+}
+
+void Tracer::watch(pid_t tgid) {
+  thptrace_target t{};
+  const __u32 key = static_cast<__u32>(tgid);
+  if (bpf_map__update_elem(skel_->maps.targets, &key, sizeof key, &t, sizeof t, BPF_NOEXIST) && errno != EEXIST)
+    throw FatalError(kExitRuntime, std::string("cannot watch pid ") + std::to_string(tgid) + ": " + std::strerror(errno));
+}
+
+void Tracer::unwatch(pid_t tgid) {
+  const __u32 key = static_cast<__u32>(tgid);
+  bpf_map__delete_elem(skel_->maps.targets, &key, sizeof key, 0);
+}
+
+bool Tracer::attach_redis(pid_t pid, std::string* why) {
+  if (modes_.redis.mode != Mode::uprobe) {
+    if (why) *why = "the redis family is in mode " + std::string(mode_name(modes_.redis.mode));
+    return false;
+  }
+  const std::string binary = "/proc/" + std::to_string(pid) + "/exe";
+  struct Probe {
+    bpf_program* prog;
+    const char* func;
+    bool ret;
+    bool required;
+  };
+  auto& p = skel_->progs;
+  const Probe probes[] = {
+      {p.rdb_bgsave_enter, "rdbSaveBackground", false, true},
+      {p.rdb_bgsave_exit, "rdbSaveBackground", true, true},
+      {p.rdb_sockets_enter, "rdbSaveToSlavesSockets", false, true},
+      {p.rdb_sockets_exit, "rdbSaveToSlavesSockets", true, true},
+      {p.aof_rewrite_enter, "rewriteAppendOnlyFileBackground", false, true},
+      {p.aof_rewrite_exit, "rewriteAppendOnlyFileBackground", true, true},
+      {p.repl_bgsave_enter, "startBgsaveForReplication", false, true},
+      {p.repl_bgsave_exit, "startBgsaveForReplication", true, true},
+      {p.redis_fork_enter, "redisFork", false, false},
+      {p.redis_fork_exit, "redisFork", true, false},
+  };
+  std::vector<LinkPtr> links;
+  for (const auto& probe : probes) {
+    LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = probe.ret, .func_name = probe.func);
+    bpf_link* link = bpf_program__attach_uprobe_opts(probe.prog, pid, binary.c_str(), 0, &opts);
+    if (!link) {
+      if (!probe.required) continue;
+      if (why) *why = std::string("cannot attach a uprobe on ") + probe.func + ": " + std::strerror(errno);
+      return false;
+    }
+    links.emplace_back(link);
+  }
+  redis_links_[pid] = std::move(links);
+  return true;
+}
+
+void Tracer::detach_redis(pid_t pid) { redis_links_.erase(pid); }
+
+int Tracer::on_ring_record(void* ctx, void* data, size_t size) {
+  auto* self = static_cast<Tracer*>(ctx);
+  if (size < sizeof(thptrace_event) || !self->on_event_) return 0;
+  thptrace_event e;
+  std::memcpy(&e, data, sizeof e);
+  // No exception may cross libbpf's C frames.
+  try {
+    (*self->on_event_)(e);
+  } catch (const std::exception& ex) {
+    log::warn("dropping an event: {}", ex.what());
+  }
+  return 0;
+}
+
+int Tracer::poll(int timeout_ms, const std::function<void(const thptrace_event&)>& on_event) {
+  on_event_ = &on_event;
+  const int n = ring_buffer__poll(ring_.get(), timeout_ms);
+  on_event_ = nullptr;
+  return n;
+}
+
+std::optional<thptrace_target> Tracer::target(pid_t tgid) const {
+  thptrace_target t{};
+  const __u32 key = static_cast<__u32>(tgid);
+  if (bpf_map__lookup_elem(skel_->maps.targets, &key, sizeof key, &t, sizeof t, 0)) return std::nullopt;
+  return t;
+}
+
+std::vector<thptrace_episode> Tracer::episodes_of(pid_t parent) const {
+  std::vector<thptrace_episode> out;
+  const int fd = bpf_map__fd(skel_->maps.episodes);
+  __u32 key = 0, next = 0;
+  __u32* prev = nullptr;
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    thptrace_episode ep{};
+    if (bpf_map_lookup_elem(fd, &next, &ep) == 0 && ep.parent_tgid == static_cast<__u32>(parent)) out.push_back(ep);
+    key = next;
+    prev = &key;
+  }
+  return out;
+}
+
+void Tracer::forget_episode(pid_t child) {
+  const __u32 key = static_cast<__u32>(child);
+  bpf_map__delete_elem(skel_->maps.episodes, &key, sizeof key, 0);
+}
+
+uint64_t Tracer::dropped() const {
+  const int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0) return 0;
+  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpu));
+  const __u32 zero = 0;
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.dropped), &zero, per_cpu.data())) return 0;
+  uint64_t sum = 0;
+  for (auto v : per_cpu) sum += v;
+  return sum;
+}
+
+size_t Tracer::link_count() const {
+  size_t n = links_.size();
+  for (const auto& [pid, links] : redis_links_) n += links.size();
+  return n;
+}
+
+}  // namespace thptrace::tracer

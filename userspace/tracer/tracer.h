@@ -1,0 +1,80 @@
+#pragma once
+// The kernel side of thptrace: owns the BPF skeleton, its links and its ring buffer. Loads only the
+// programs of the modes chosen by choose_modes(), watches target processes through the targets map,
+// and hands discrete events to a callback. Every resource is released by the destructor.
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tracer/abi.h"
+#include "tracer/probe.h"
+
+struct thptrace_bpf;
+struct bpf_link;
+struct ring_buffer;
+
+namespace thptrace::tracer {
+
+struct TracerOptions {
+  size_t ringbuf_bytes = 256 * 1024;  // a power of two, ≥ one page
+};
+
+class Tracer {
+ public:
+  // Opens and loads the BPF object for `modes`. Throws FatalError (exit 1) when the kernel refuses.
+  Tracer(const ProbeReport& modes, const TracerOptions& options = {});
+  ~Tracer();
+  Tracer(const Tracer&) = delete;
+  Tracer& operator=(const Tracer&) = delete;
+
+  // Attaches every loaded kernel program. Throws FatalError on failure.
+  void attach();
+  void watch(pid_t tgid);
+  void unwatch(pid_t tgid);
+  // Puts the Redis uprobes on the binary of `pid` (through /proc/PID/exe, so it works across mount
+  // namespaces). Returns false with *why set when they cannot be attached.
+  bool attach_redis(pid_t pid, std::string* why);
+  void detach_redis(pid_t pid);
+
+  // Waits up to timeout_ms for events and passes each to on_event. Returns the number handled, or a
+  // negative errno (EINTR when a signal arrived).
+  int poll(int timeout_ms, const std::function<void(const thptrace_event&)>& on_event);
+
+  std::optional<thptrace_target> target(pid_t tgid) const;
+  // Episodes of `parent` still in the kernel map: children alive now, or whose exit record was lost.
+  std::vector<thptrace_episode> episodes_of(pid_t parent) const;
+  void forget_episode(pid_t child);
+  // Ring-buffer records the kernel could not deliver since load.
+  uint64_t dropped() const;
+  const ProbeReport& modes() const { return modes_; }
+  size_t link_count() const;
+
+ private:
+  struct SkelDeleter {
+    void operator()(::thptrace_bpf* s) const;
+  };
+  struct LinkDeleter {
+    void operator()(bpf_link* l) const;
+  };
+  struct RingDeleter {
+    void operator()(ring_buffer* r) const;
+  };
+  using LinkPtr = std::unique_ptr<bpf_link, LinkDeleter>;
+
+  static int on_ring_record(void* ctx, void* data, size_t size);
+
+  ProbeReport modes_;
+  std::unique_ptr<::thptrace_bpf, SkelDeleter> skel_;
+  std::vector<LinkPtr> links_;
+  std::map<pid_t, std::vector<LinkPtr>> redis_links_;
+  std::unique_ptr<ring_buffer, RingDeleter> ring_;
+  const std::function<void(const thptrace_event&)>* on_event_ = nullptr;
+};
+
+}  // namespace thptrace::tracer
