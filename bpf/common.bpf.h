@@ -65,6 +65,7 @@ enum start_kind {
 	START_HUGE_WP_FAULT = 3,
 	START_COMPACTION = 4,
 	START_RECLAIM = 5,
+	START_LIBC_FORK = 6,
 };
 
 static __always_inline __u64 start_key(enum start_kind kind, __u32 tid)

@@ -57,6 +57,7 @@ struct thptrace_episode {
 	__u64 exit_ts_ns;           /* child exit; 0 while alive */
 	__u64 clone_start_ns;       /* clone syscall entry in the parent; 0 when not seen */
 	__u64 clone_end_ns;         /* clone syscall return in the parent; 0 when not seen */
+	__u64 libc_fork_ns;         /* libc fork() call to return in the parent (uprobe); 0 when not seen */
 	__u64 cow_faults;           /* write faults on present pages by the parent while the child lives */
 	__u64 child_cow_faults;     /* the same, taken by the child */
 	__u64 huge_cow_faults;      /* fentry: do_huge_pmd_wp_page in the parent */

@@ -88,7 +88,11 @@ ForkEpisode episode_from_kernel(const thptrace_episode& ep) {
   f.fork_ts_ns = ep.fork_ts_ns;
   f.exit_ts_ns = ep.exit_ts_ns;
   if (ep.clone_end_ns > ep.clone_start_ns && ep.clone_start_ns)
-    f.fork_duration_us = static_cast<double>(ep.clone_end_ns - ep.clone_start_ns) / 1e3;
+    f.clone_syscall_us = static_cast<double>(ep.clone_end_ns - ep.clone_start_ns) / 1e3;
+  // libc's fork() is what the application (and Redis's latest_fork_usec) sees; the syscall alone
+  // leaves out the atfork handlers.
+  f.fork_duration_us = ep.libc_fork_ns ? std::optional<double>(static_cast<double>(ep.libc_fork_ns) / 1e3)
+                                       : f.clone_syscall_us;
   if (ep.exit_ts_ns > ep.fork_ts_ns) f.child_lifetime_ms = static_cast<double>(ep.exit_ts_ns - ep.fork_ts_ns) / 1e6;
   f.cow_faults = ep.cow_faults;
   f.child_cow_faults = ep.child_cow_faults;
@@ -112,7 +116,7 @@ Reason reason_from_redis(const std::vector<redis::Snapshot>& timeline, uint64_t 
   // short child can live between two polls and leave only its counters behind).
   const redis::Snapshot* before = nullptr;
   const redis::Snapshot* after = nullptr;
-  bool aof = false, rdb = false, replica_waiting = false;
+  bool aof = false, rdb = false, replica_waiting = false, diskless = repl_diskless_sync == "yes";
   for (const auto& s : timeline) {
     if (!s.up) continue;
     if (s.ts_ns <= fork_ts) {
@@ -123,6 +127,8 @@ Reason reason_from_redis(const std::vector<redis::Snapshot>& timeline, uint64_t 
       if (!after) after = &s;
       continue;
     }
+    // The setting in force when the child ran decides (it can change at run time).
+    if (!s.repl_diskless_sync.empty()) diskless = s.repl_diskless_sync == "yes";
     aof = aof || s.aof_rewrite_in_progress;
     rdb = rdb || s.rdb_bgsave_in_progress;
     replica_waiting = replica_waiting || s.replica_waiting_bgsave;
@@ -132,7 +138,7 @@ Reason reason_from_redis(const std::vector<redis::Snapshot>& timeline, uint64_t 
   if (aof) return Reason::aof_rewrite;
   const bool full_sync = (before && after && after->sync_full > before->sync_full) || replica_waiting ||
                          (before && before->replica_waiting_bgsave);
-  if (full_sync) return repl_diskless_sync == "yes" ? Reason::full_sync_diskless : Reason::full_sync_disk;
+  if (full_sync) return diskless ? Reason::full_sync_diskless : Reason::full_sync_disk;
   if (rdb) return Reason::bgsave;
   if (before && after && after->total_forks > before->total_forks) return Reason::bgsave;
   return Reason::unknown;
@@ -144,7 +150,8 @@ std::optional<LatencyWindow> latency_between(const std::vector<redis::Snapshot>&
   const redis::Snapshot* b = nullptr;
   for (const auto& s : timeline) {
     if (!s.up || !s.latency) continue;
-    if (s.ts_ns <= from_ns) a = &s;
+    // Before the first poll, the window starts at the first snapshot: shorter, never wrong.
+    if (s.ts_ns <= from_ns || (!a && s.ts_ns < to_ns)) a = &s;
     if (s.ts_ns >= to_ns && !b) b = &s;
   }
   if (!a || !b || a == b) return std::nullopt;

@@ -28,7 +28,8 @@ struct ForkEpisode {
   std::string reason_source;  // "uprobe", "info", or "none"
   uint64_t fork_ts_ns = 0;
   uint64_t exit_ts_ns = 0;     // 0 while the child lives
-  std::optional<double> fork_duration_us;  // clone syscall in the parent
+  std::optional<double> fork_duration_us;  // libc fork() in the parent, else the clone syscall
+  std::optional<double> clone_syscall_us;  // the clone syscall alone
   std::optional<double> child_lifetime_ms; // null when the child outlived the capture
   uint64_t cow_faults = 0;
   uint64_t child_cow_faults = 0;

@@ -68,6 +68,8 @@ bool Watcher::poll_once(Client& client) {
   if (!text) return false;
   Snapshot s = snapshot_from_info(parse_info(*text), ts);
   s.latency = client.latency_histogram();
+  if (const auto cfg = client.config_get({"repl-diskless-sync"}); cfg.count("repl-diskless-sync"))
+    s.repl_diskless_sync = cfg.at("repl-diskless-sync");
   {
     std::lock_guard lock(mu_);
     if (!first_up_) first_up_ = s;

@@ -32,6 +32,7 @@ struct Snapshot {
   int64_t current_save_keys_processed = 0;
   int64_t rdb_last_cow_size = 0;
   int64_t aof_last_cow_size = 0;
+  std::string repl_diskless_sync;  // CONFIG GET at the time of the snapshot: "" when unknown
   std::optional<LatencyHistogram> latency;
 };
 

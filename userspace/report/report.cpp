@@ -49,6 +49,7 @@ ordered_json to_json(const Report& r) {
                       {"reason", correlate::reason_name(e.reason)},
                       {"reason_source", e.reason_source},
                       {"fork_duration_us", opt(e.fork_duration_us)},
+                      {"clone_syscall_us", opt(e.clone_syscall_us)},
                       {"child_lifetime_ms", opt(e.child_lifetime_ms)},
                       {"cow_faults", e.cow_faults},
                       {"child_cow_faults", e.child_cow_faults},

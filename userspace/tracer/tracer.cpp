@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "proc/proc.h"
 #include "thptrace_bpf.skel.h"
 
 namespace thptrace::tracer {
@@ -90,6 +91,9 @@ Tracer::Tracer(const ProbeReport& modes, const TracerOptions& options) : modes_(
                          skel_->progs.repl_bgsave_enter, skel_->progs.repl_bgsave_exit, skel_->progs.redis_fork_enter,
                          skel_->progs.redis_fork_exit})
     bpf_program__set_autoload(p, uprobes);
+  // The libc fork timing is part of the fork family; the fallback leaves it out (clone syscall only).
+  bpf_program__set_autoload(skel_->progs.libc_fork_enter, modes.fork.mode == Mode::tp_btf);
+  bpf_program__set_autoload(skel_->progs.libc_fork_exit, modes.fork.mode == Mode::tp_btf);
 
   size_t rb = 4096;
   while (rb < options.ringbuf_bytes) rb <<= 1;
@@ -185,6 +189,47 @@ bool Tracer::attach_redis(pid_t pid, std::string* why) {
 }
 
 void Tracer::detach_redis(pid_t pid) { redis_links_.erase(pid); }
+
+bool Tracer::attach_libc_fork(pid_t pid, std::string* why) {
+  if (!bpf_program__autoload(skel_->progs.libc_fork_enter)) {
+    if (why) *why = "fork timing through libc is off in the fallback mode";
+    return false;
+  }
+  // The libc the process maps, reached through its root so it works across mount namespaces.
+  const auto maps = proc::read_file("/proc/" + std::to_string(pid) + "/maps", 4 << 20);
+  std::string libc;
+  if (maps) {
+    for (size_t pos = 0; pos < maps->size();) {
+      const size_t nl = maps->find('\n', pos);
+      const std::string line = maps->substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+      pos = nl == std::string::npos ? maps->size() : nl + 1;
+      const auto slash = line.find('/');
+      if (slash != std::string::npos && line.find("/libc.so.6") != std::string::npos) {
+        libc = line.substr(slash);
+        break;
+      }
+    }
+  }
+  if (libc.empty()) {
+    if (why) *why = "the process maps no libc.so.6";
+    return false;
+  }
+  const std::string path = "/proc/" + std::to_string(pid) + "/root" + libc;
+  std::vector<LinkPtr> links;
+  for (const bool ret : {false, true}) {
+    LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret, .func_name = "fork");
+    bpf_link* link = bpf_program__attach_uprobe_opts(ret ? skel_->progs.libc_fork_exit : skel_->progs.libc_fork_enter,
+                                                     pid, path.c_str(), 0, &opts);
+    if (!link) {
+      if (why) *why = "cannot attach a uprobe on fork in " + libc + ": " + std::strerror(errno);
+      return false;
+    }
+    links.emplace_back(link);
+  }
+  auto& mine = redis_links_[pid];
+  for (auto& l : links) mine.push_back(std::move(l));
+  return true;
+}
 
 int Tracer::on_ring_record(void* ctx, void* data, size_t size) {
   auto* self = static_cast<Tracer*>(ctx);

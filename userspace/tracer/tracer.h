@@ -41,6 +41,9 @@ class Tracer {
   // namespaces). Returns false with *why set when they cannot be attached.
   bool attach_redis(pid_t pid, std::string* why);
   void detach_redis(pid_t pid);
+  // Times libc's fork() in `pid` with a uprobe pair on the libc it maps: the span Redis reports as
+  // latest_fork_usec. Optional: without it fork duration is the clone syscall's.
+  bool attach_libc_fork(pid_t pid, std::string* why);
 
   // Waits up to timeout_ms for events and passes each to on_event. Returns the number handled, or a
   // negative errno (EINTR when a signal arrived).

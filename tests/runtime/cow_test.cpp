@@ -1,0 +1,158 @@
+// Known-answer COW tests: a workload dirties exactly N pages in the parent while its fork child
+// sleeps; the capture must report N faults (within 2%), one fork, and the child's lifetime.
+#include <signal.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "harness.h"
+#include "proc/proc.h"
+
+using namespace thptrace::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr size_t kPages = 16384;  // 64 MiB
+constexpr long kChildMs = 600;
+
+struct Capture {
+  int exit_code = -1;
+  nlohmann::json report;
+  std::string out, err;
+};
+
+Capture capture_workload(bool thp, bool force_fallback) {
+  Capture c;
+  const std::string dir = make_temp_dir("thptrace-cow-");
+  const std::string json = dir + "/report.json";
+  Process work({workload_bin(), std::to_string(kPages), std::to_string(kChildMs), thp ? "thp" : "4k"});
+  const auto ready = work.wait_stdout_line("ready", 20s);
+  EXPECT_TRUE(ready) << work.err();
+  if (!ready) return c;
+  std::vector<std::string> args = {thptrace_bin(), "--pid", std::to_string(work.pid()), "--duration", "30",
+                                   "--json", json};
+  if (force_fallback) args.push_back("--force-fallback");
+  Process tracer(args);
+  EXPECT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
+  work.write_stdin("go\n");
+  EXPECT_TRUE(work.wait_stdout_line("done", 30s));
+  EXPECT_EQ(work.wait(10s), 0);
+  // The target's exit ends the capture.
+  const auto code = tracer.wait(30s);
+  c.out = tracer.out();
+  c.err = tracer.err();
+  EXPECT_TRUE(code) << "capture did not end after the target exited";
+  c.exit_code = code.value_or(-1);
+  if (std::filesystem::exists(json)) c.report = read_json(json);
+  std::filesystem::remove_all(dir);
+  return c;
+}
+
+void expect_known_answer(const Capture& c, bool thp, bool force_fallback) {
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  ASSERT_TRUE(c.report.is_object()) << c.out;
+  const auto& forks = c.report["forks"];
+  ASSERT_EQ(forks.size(), 1u) << c.report.dump(2);
+  const auto& f = forks[0];
+  const double n = static_cast<double>(f["cow_faults"].get<uint64_t>());
+  EXPECT_NEAR(n, static_cast<double>(kPages), 0.02 * kPages) << c.report.dump(2);
+  EXPECT_LT(f["child_cow_faults"].get<uint64_t>(), 0.02 * kPages);
+  ASSERT_TRUE(f["child_lifetime_ms"].is_number()) << c.report.dump(2);
+  EXPECT_NEAR(f["child_lifetime_ms"].get<double>(), kChildMs, 0.2 * kChildMs);
+  ASSERT_TRUE(f["fork_duration_us"].is_number());
+  EXPECT_GT(f["fork_duration_us"].get<double>(), 0);
+  EXPECT_EQ(c.report["totals"]["forks"], 1);
+  EXPECT_GE(c.report["totals"]["cow_faults"].get<uint64_t>(), f["cow_faults"].get<uint64_t>());
+  EXPECT_EQ(c.report["totals"]["dropped_events"], 0);
+  EXPECT_TRUE(c.report["target"]["exited"].get<bool>());
+  if (force_fallback) {
+    EXPECT_EQ(c.report["probes"]["fork"], "raw_tp");
+    EXPECT_EQ(c.report["probes"]["cow_fault"], "raw_tp");
+  } else {
+    EXPECT_NE(c.report["probes"]["fork"], "raw_tp");
+    EXPECT_NE(c.report["probes"]["cow_fault"], "raw_tp");
+  }
+  const bool fentry = c.report["probes"]["cow_fault"] == "fentry";
+  if (fentry) {
+    // Per-fault latency and the huge vs 4 KiB path are only known to the fentry programs.
+    EXPECT_TRUE(f["fault_avg_ns"].is_number());
+    if (thp) EXPECT_GT(f["huge_cow_faults"].get<uint64_t>(), 0u);
+  }
+  const std::string thp_mode = thptrace::proc::read_system_info().thp_enabled;
+  if (thp && thp_mode != "never") {
+    // The first write to each huge PMD splits it (Linux ≥ 5.8). The kernel may have backed fewer
+    // than all 32 with huge pages, so count those it did (AnonHugePages when the capture began).
+    const uint64_t huge_pages = c.report["target"]["anon_huge_pages_kb"]["start"].get<uint64_t>() / 2048;
+    EXPECT_GT(huge_pages, 0u) << "MADV_HUGEPAGE gave no huge page";
+    EXPECT_GE(f["thp_splits"].get<uint64_t>(), huge_pages) << c.report.dump(2);
+  }
+  if (!thp && fentry) EXPECT_EQ(f["thp_splits"].get<uint64_t>(), 0u);
+  EXPECT_EQ(leftover_thptrace_programs(), std::vector<std::string>{});
+}
+
+}  // namespace
+
+TEST(Cow, KnownPages4KDefaultMode) {
+  REQUIRE_BPF();
+  expect_known_answer(capture_workload(false, false), false, false);
+}
+
+TEST(Cow, KnownPages4KForcedFallback) {
+  REQUIRE_BPF();
+  expect_known_answer(capture_workload(false, true), false, true);
+}
+
+TEST(Cow, KnownPagesHugeDefaultMode) {
+  REQUIRE_BPF();
+  expect_known_answer(capture_workload(true, false), true, false);
+}
+
+TEST(Cow, KnownPagesHugeForcedFallback) {
+  REQUIRE_BPF();
+  expect_known_answer(capture_workload(true, true), true, true);
+}
+
+TEST(Cli, ProbeReportsEveryFamily) {
+  REQUIRE_BPF();
+  Process p({thptrace_bin(), "probe", "--json"});
+  ASSERT_EQ(p.wait(60s), 0) << p.err();
+  const auto j = nlohmann::json::parse(p.out());
+  for (const char* fam : {"fork", "cow_fault", "thp", "stall", "redis"}) {
+    ASSERT_TRUE(j["families"].contains(fam)) << fam;
+    EXPECT_FALSE(j["families"][fam]["why"].get<std::string>().empty());
+  }
+  EXPECT_NE(j["families"]["fork"]["mode"], "unavailable");
+  EXPECT_EQ(leftover_thptrace_programs(), std::vector<std::string>{});
+}
+
+TEST(Cli, NoSuchPidIsAUsageError) {
+  Process p({thptrace_bin(), "--pid", "999999999", "--duration", "1"});
+  EXPECT_EQ(p.wait(30s), 2);
+  EXPECT_NE(p.err().find("no process with pid"), std::string::npos) << p.err();
+}
+
+TEST(Cli, BadFlagsAreUsageErrors) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--pid", "1", "--redis", "nohostport"}, {"--bogus"}, {"--pid", "abc"},
+        {"--pid", "1", "--duration", "-3"}, {"--pid", "1", "--json", "/nonexistent-dir/x.json"}}) {
+    std::vector<std::string> argv = {thptrace_bin()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Process p(argv);
+    EXPECT_EQ(p.wait(30s), 2) << args[0] << ": " << p.err();
+    const std::string err = p.err();
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;  // one sentence
+  }
+}
+
+TEST(Cli, SigintEndsTheCaptureWithAReportAndNoLinks) {
+  REQUIRE_BPF();
+  Process sleeper({"sleep", "60"});
+  Process tracer({thptrace_bin(), "--pid", std::to_string(sleeper.pid())});
+  ASSERT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
+  EXPECT_FALSE(loaded_bpf_program_names().empty());  // attached while running
+  tracer.signal(SIGINT);
+  EXPECT_EQ(tracer.wait(30s), 0) << tracer.err();
+  EXPECT_NE(tracer.out().find("findings:"), std::string::npos) << tracer.out();
+  EXPECT_EQ(leftover_thptrace_programs(), std::vector<std::string>{});
+}

@@ -1,0 +1,69 @@
+/* A workload whose answer is known: maps N pages, populates them, waits for "go" on stdin, forks a
+ * child that sleeps CHILD_MS and exits without writing, and while the child lives writes one byte
+ * to each of the N pages in the parent: exactly N copy-on-write faults on present pages (plus the
+ * handful of stack and libc pages the parent touches after fork).
+ *
+ * usage: dirty_after_fork PAGES CHILD_MS [thp]
+ * With "thp" the region is 2 MiB aligned and madvise(MADV_HUGEPAGE)d. Prints "ready PID" when
+ * populated and "done" when the child has been reaped. */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PAGE 4096UL
+#define HUGE (2UL << 20)
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s PAGES CHILD_MS [thp]\n", argv[0]);
+		return 2;
+	}
+	size_t pages = strtoul(argv[1], NULL, 10);
+	long child_ms = strtol(argv[2], NULL, 10);
+	int thp = argc > 3 && strcmp(argv[3], "thp") == 0;
+	size_t len = pages * PAGE;
+
+	/* Over-allocate so the region can start on a 2 MiB boundary (a THP needs an aligned PMD). */
+	char *raw = mmap(NULL, len + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (raw == MAP_FAILED) {
+		perror("mmap");
+		return 1;
+	}
+	char *buf = (char *)(((uintptr_t)raw + HUGE - 1) & ~(HUGE - 1));
+	if (thp && madvise(buf, len, MADV_HUGEPAGE) != 0) {
+		perror("madvise");
+		return 1;
+	}
+	for (size_t i = 0; i < len; i += PAGE)
+		buf[i] = 1;
+
+	printf("ready %d\n", getpid());
+	fflush(stdout);
+	char line[16];
+	if (!fgets(line, sizeof line, stdin))
+		return 1;
+
+	pid_t child = fork();
+	if (child < 0) {
+		perror("fork");
+		return 1;
+	}
+	if (child == 0) {
+		struct timespec ts = {child_ms / 1000, (child_ms % 1000) * 1000000L};
+		nanosleep(&ts, NULL);
+		_exit(0);
+	}
+	for (size_t i = 0; i < len; i += PAGE)
+		buf[i] = 2;
+	waitpid(child, NULL, 0);
+	printf("done\n");
+	fflush(stdout);
+	return 0;
+}

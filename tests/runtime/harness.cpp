@@ -1,0 +1,295 @@
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "proc/proc.h"
+#include "tracer/probe.h"
+
+namespace thptrace::test {
+
+bool bpf_required() {
+  const char* v = std::getenv("THPTRACE_REQUIRE_BPF");
+  return v && std::string(v) == "1";
+}
+
+std::string bpf_unavailable_reason() {
+  static const std::string reason = [] {
+    if (::geteuid() != 0) return std::string("not root: the runtime tests load BPF programs");
+    const auto m = tracer::choose_modes(false, "");
+    if (!m.btf) return std::string("no kernel BTF");
+    if (m.fork.mode == tracer::Mode::unavailable) return "BPF unavailable: " + m.fork.why;
+    if (m.cow_fault.mode == tracer::Mode::unavailable) return "BPF unavailable: " + m.cow_fault.why;
+    return std::string();
+  }();
+  return reason;
+}
+
+std::string thptrace_bin() { return THPTRACE_BIN; }
+std::string workload_bin() { return WORKLOAD_BIN; }
+
+Process::Process(const std::vector<std::string>& argv) {
+  int in[2], out[2], err[2];
+  if (::pipe2(in, O_CLOEXEC) || ::pipe2(out, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC)) throw std::runtime_error("pipe");
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    std::fprintf(stderr, "exec %s: %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(in[0]);
+  ::close(out[1]);
+  ::close(err[1]);
+  in_ = in[1];
+  out_ = out[0];
+  err_ = err[0];
+  ::fcntl(out_, F_SETFL, O_NONBLOCK);
+  ::fcntl(err_, F_SETFL, O_NONBLOCK);
+}
+
+Process::~Process() {
+  if (!status_ && pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    wait(std::chrono::seconds(10));
+  }
+  for (int fd : {in_, out_, err_})
+    if (fd >= 0) ::close(fd);
+}
+
+void Process::write_stdin(const std::string& s) {
+  const ssize_t n = ::write(in_, s.data(), s.size());
+  (void)n;
+}
+
+void Process::drain() {
+  char buf[65536];
+  for (auto [fd, b] : {std::pair{out_, &out_buf_}, std::pair{err_, &err_buf_}}) {
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) b->append(buf, static_cast<size_t>(n));
+  }
+}
+
+std::optional<std::string> Process::wait_line(int fd, std::string& buf, const std::string& needle,
+                                              std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  size_t scanned = 0;
+  while (true) {
+    drain();
+    for (size_t nl; (nl = buf.find('\n', scanned)) != std::string::npos; scanned = nl + 1) {
+      const std::string line = buf.substr(scanned, nl - scanned);
+      if (line.find(needle) != std::string::npos) return line;
+    }
+    if (std::chrono::steady_clock::now() >= until) return std::nullopt;
+    pollfd p{fd, POLLIN, 0};
+    ::poll(&p, 1, 50);
+    if ((p.revents & POLLHUP) && !(p.revents & POLLIN)) {
+      drain();
+      return std::nullopt;
+    }
+  }
+}
+
+std::optional<std::string> Process::wait_stdout_line(const std::string& needle, std::chrono::milliseconds timeout) {
+  return wait_line(out_, out_buf_, needle, timeout);
+}
+std::optional<std::string> Process::wait_stderr_line(const std::string& needle, std::chrono::milliseconds timeout) {
+  return wait_line(err_, err_buf_, needle, timeout);
+}
+
+void Process::signal(int sig) {
+  if (!status_) ::kill(pid_, sig);
+}
+
+std::optional<int> Process::wait(std::chrono::milliseconds timeout) {
+  if (status_) return status_;
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    drain();
+    int st = 0;
+    const pid_t r = ::waitpid(pid_, &st, WNOHANG);
+    if (r == pid_) {
+      drain();
+      status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      return status_;
+    }
+    if (std::chrono::steady_clock::now() >= until) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+std::string Process::out() {
+  drain();
+  return out_buf_;
+}
+std::string Process::err() {
+  drain();
+  return err_buf_;
+}
+
+int free_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  const int port = ntohs(a.sin_port);
+  ::close(s);
+  return port;
+}
+
+std::string make_temp_dir(const std::string& prefix) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "XXXXXX")).string();
+  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp");
+  return tmpl;
+}
+
+RedisServer::RedisServer(const std::vector<std::string>& extra_args) {
+  dir_ = make_temp_dir("thptrace-redis-");
+  port_ = free_port();
+  std::vector<std::string> argv = {"redis-server", "--bind", "127.0.0.1", "--port", std::to_string(port_),
+                                   "--dir", dir_, "--save", "", "--appendonly", "no", "--daemonize", "no",
+                                   "--enable-debug-command", "local", "--logfile", dir_ + "/redis.log"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  proc_ = std::make_unique<Process>(argv);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < until) {
+    if (auto c = client(); c && c->command({"PING"}) == "PONG") return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  throw std::runtime_error("redis-server did not start on port " + std::to_string(port_));
+}
+
+RedisServer::~RedisServer() {
+  if (auto c = client()) c->command({"SHUTDOWN", "NOSAVE"});
+  if (!proc_->wait(std::chrono::seconds(10))) proc_->signal(SIGKILL);
+  proc_.reset();
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::unique_ptr<redis::Client> RedisServer::client() const {
+  std::string error;
+  return redis::Client::connect({"127.0.0.1", port_}, "", std::chrono::milliseconds(5000), &error);
+}
+
+std::string RedisServer::cmd(const std::vector<std::string>& args) const {
+  auto c = client();
+  if (!c) throw std::runtime_error("cannot connect to redis on " + std::to_string(port_));
+  auto r = c->command(args);
+  if (!r) throw std::runtime_error(args[0] + " failed: " + c->last_error());
+  return *r;
+}
+
+std::string RedisServer::info_field(const std::string& key) const {
+  return redis::info_str(redis::parse_info(cmd({"INFO", "everything"})), key);
+}
+
+std::vector<std::string> loaded_bpf_program_names() {
+  std::vector<std::string> names;
+  FILE* f = ::popen("bpftool -j prog show 2>/dev/null", "r");
+  if (!f) return names;
+  std::string text;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  ::pclose(f);
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_array())
+    for (const auto& p : j)
+      if (p.contains("name")) names.push_back(p["name"].get<std::string>());
+  return names;
+}
+
+std::vector<std::string> leftover_thptrace_programs() {
+  // BPF object names are cut to 15 characters.
+  static const std::set<std::string> ours = {
+      "fork_btf", "fork_raw", "exit_btf", "exit_raw", "sys_enter_btf", "sys_enter_raw", "sys_exit_btf",
+      "sys_exit_raw", "wp_fentry", "wp_fexit", "huge_wp_fentry", "huge_wp_fexit", "fault_btf", "fault_raw",
+      "page_alloc_btf", "page_alloc_raw", "khugepaged_scan", "collapse_btf", "collapse_raw", "compaction_begi",
+      "compaction_end_", "reclaim_begin_b", "reclaim_begin_r", "reclaim_end_btf", "reclaim_end_raw",
+      "rdb_bgsave_ente", "rdb_bgsave_exit", "rdb_sockets_ent", "rdb_sockets_exi", "aof_rewrite_ent",
+      "aof_rewrite_exi", "repl_bgsave_ent", "repl_bgsave_exi", "redis_fork_ente", "redis_fork_exit", "libc_fork_enter", "libc_fork_exit",
+      "thptrace_probe"};
+  // The kernel frees a program after its last reference goes, which for tracing links can be an RCU
+  // grace period later: look again for a few seconds before calling it a leak.
+  std::vector<std::string> left;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    left.clear();
+    for (const auto& n : loaded_bpf_program_names())
+      if (ours.count(n)) left.push_back(n);
+    if (left.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return left;
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  return nlohmann::json::parse(in);
+}
+
+namespace {
+std::mutex g_thp_mu;
+std::string g_thp_saved;  // non-empty while a guard holds a changed mode
+
+void write_thp(const std::string& mode) {
+  std::ofstream out(proc::kThpEnabledPath);
+  out << mode;
+}
+
+void restore_thp_at_exit() {
+  if (!g_thp_saved.empty()) write_thp(g_thp_saved);
+}
+
+void restore_thp_on_signal(int sig) {
+  restore_thp_at_exit();
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+}  // namespace
+
+bool ThpModeGuard::writable() { return ::access(proc::kThpEnabledPath, W_OK) == 0; }
+
+ThpModeGuard::ThpModeGuard(const std::string& mode) {
+  std::lock_guard lock(g_thp_mu);
+  saved_ = proc::parse_bracketed_mode(proc::read_file(proc::kThpEnabledPath).value_or(""));
+  static bool hooked = false;
+  if (!hooked) {
+    std::atexit(restore_thp_at_exit);
+    for (int sig : {SIGINT, SIGTERM, SIGABRT, SIGSEGV}) ::signal(sig, restore_thp_on_signal);
+    hooked = true;
+  }
+  g_thp_saved = saved_;
+  write_thp(mode);
+}
+
+ThpModeGuard::~ThpModeGuard() {
+  std::lock_guard lock(g_thp_mu);
+  write_thp(saved_);
+  g_thp_saved.clear();
+}
+
+}  // namespace thptrace::test

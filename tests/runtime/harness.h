@@ -1,0 +1,107 @@
+#pragma once
+// Shared pieces of the runtime tests: child processes with pipes, real redis-server instances on
+// loopback, the BPF precondition (fail, not skip, under THPTRACE_REQUIRE_BPF=1), and the checks that
+// a capture left no BPF program of ours behind.
+
+#include <gtest/gtest.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "redis/client.h"
+
+namespace thptrace::test {
+
+// Skips the test when BPF cannot be used, or fails it when THPTRACE_REQUIRE_BPF=1.
+#define REQUIRE_BPF()                                                   \
+  do {                                                                  \
+    const std::string why = ::thptrace::test::bpf_unavailable_reason(); \
+    if (!why.empty()) {                                                 \
+      if (::thptrace::test::bpf_required()) FAIL() << why;              \
+      GTEST_SKIP() << why;                                              \
+    }                                                                   \
+  } while (0)
+
+bool bpf_required();
+std::string bpf_unavailable_reason();  // "" when BPF works here
+
+std::string thptrace_bin();
+std::string workload_bin();
+
+// A child process with its stdin/stdout/stderr on pipes.
+class Process {
+ public:
+  explicit Process(const std::vector<std::string>& argv);
+  ~Process();  // SIGKILLs and reaps a child still running
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  pid_t pid() const { return pid_; }
+  void write_stdin(const std::string& s);
+  // Reads stdout up to a line containing `needle`; nullopt on EOF or timeout.
+  std::optional<std::string> wait_stdout_line(const std::string& needle, std::chrono::milliseconds timeout);
+  std::optional<std::string> wait_stderr_line(const std::string& needle, std::chrono::milliseconds timeout);
+  void signal(int sig);
+  // Waits for exit; returns the exit code (128+sig when killed), nullopt on timeout.
+  std::optional<int> wait(std::chrono::milliseconds timeout);
+  // All output read so far plus whatever is left once the process has exited.
+  std::string out();
+  std::string err();
+
+ private:
+  std::optional<std::string> wait_line(int fd, std::string& buf, const std::string& needle, std::chrono::milliseconds timeout);
+  void drain();
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1, err_ = -1;
+  std::string out_buf_, err_buf_;
+  std::optional<int> status_;
+};
+
+// A redis-server on 127.0.0.1, in its own temporary directory; shut down by the destructor.
+class RedisServer {
+ public:
+  explicit RedisServer(const std::vector<std::string>& extra_args = {});
+  ~RedisServer();
+  int port() const { return port_; }
+  pid_t pid() const { return proc_->pid(); }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::unique_ptr<redis::Client> client() const;
+  // Runs a command, failing the test on error.
+  std::string cmd(const std::vector<std::string>& args) const;
+  std::string info_field(const std::string& key) const;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  int port_ = 0;
+  std::string dir_;
+  std::unique_ptr<Process> proc_;
+};
+
+int free_port();
+std::string make_temp_dir(const std::string& prefix);
+
+// Names of loaded BPF programs (bpftool prog show), and those of them that are thptrace's.
+std::vector<std::string> loaded_bpf_program_names();
+std::vector<std::string> leftover_thptrace_programs();
+
+nlohmann::json read_json(const std::string& path);
+
+// Sets /sys/kernel/mm/transparent_hugepage/enabled for the scope and restores it after, also when
+// the test fails (destructor) or the process is interrupted (atexit and signal handler).
+class ThpModeGuard {
+ public:
+  explicit ThpModeGuard(const std::string& mode);
+  ~ThpModeGuard();
+  static bool writable();
+
+ private:
+  std::string saved_;
+};
+
+}  // namespace thptrace::test

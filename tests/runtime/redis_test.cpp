@@ -1,0 +1,194 @@
+// Captures of a real redis-server under write load: BGSAVE, a full sync over disk to a fresh
+// replica, a diskless full sync to another fresh replica, and BGREWRITEAOF, in one capture.
+#include <signal.h>
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+#include "harness.h"
+#include "proc/proc.h"
+
+using namespace thptrace::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Polls INFO until pred(value of key) holds; fails the test after the timeout.
+bool wait_info(const RedisServer& r, const std::string& key, const std::string& want, std::chrono::seconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (r.info_field(key) == want) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+bool wait_replica_online(const RedisServer& master, const RedisServer& replica, std::chrono::seconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (replica.info_field("master_link_status") == "up" && master.info_field("rdb_bgsave_in_progress") == "0")
+      return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+// A client writing SETs until stopped: the parent keeps dirtying pages while children live.
+class WriteLoad {
+ public:
+  explicit WriteLoad(const RedisServer& r) : thread_([this, &r] {
+      auto c = r.client();
+      uint64_t i = 0;
+      while (c && !stop_) {
+        c->command({"SET", "key:" + std::to_string(i++ % 200000), std::string(400, 'x')});
+        ++writes_;
+      }
+    }) {}
+  ~WriteLoad() {
+    stop_ = true;
+    thread_.join();
+  }
+  uint64_t writes() const { return writes_; }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> writes_{0};
+  std::thread thread_;
+};
+
+void four_forks(bool force_fallback) {
+  RedisServer master({"--repl-diskless-sync", "no", "--repl-diskless-sync-delay", "0"});
+  master.cmd({"DEBUG", "POPULATE", "200000", "key", "400"});
+  const std::string dir = make_temp_dir("thptrace-redis-cap-");
+  const std::string json = dir + "/report.json";
+  std::vector<std::string> args = {thptrace_bin(), "--pid", std::to_string(master.pid()), "--redis",
+                                   master.address(), "--json", json};
+  if (force_fallback) args.push_back("--force-fallback");
+  Process tracer(args);
+  ASSERT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
+  std::this_thread::sleep_for(300ms);  // a baseline latency window before the first fork
+
+  int64_t bgsave_fork_usec = 0;
+  {
+    WriteLoad load(master);
+    master.cmd({"BGSAVE"});
+    ASSERT_TRUE(wait_info(master, "rdb_bgsave_in_progress", "0", 60s));
+    bgsave_fork_usec = std::stoll(master.info_field("latest_fork_usec"));
+    std::this_thread::sleep_for(300ms);
+
+    {
+      RedisServer disk_replica({"--replicaof", "127.0.0.1", std::to_string(master.port())});
+      ASSERT_TRUE(wait_replica_online(master, disk_replica, 60s));
+    }
+    master.cmd({"CONFIG", "SET", "repl-diskless-sync", "yes"});
+    std::this_thread::sleep_for(300ms);
+    {
+      RedisServer diskless_replica({"--replicaof", "127.0.0.1", std::to_string(master.port())});
+      ASSERT_TRUE(wait_replica_online(master, diskless_replica, 60s));
+    }
+    std::this_thread::sleep_for(300ms);
+    master.cmd({"BGREWRITEAOF"});
+    ASSERT_TRUE(wait_info(master, "aof_rewrite_in_progress", "0", 60s));
+    ASSERT_TRUE(wait_info(master, "aof_rewrite_scheduled", "0", 60s));
+    std::this_thread::sleep_for(300ms);
+    EXPECT_GT(load.writes(), 1000u);
+  }
+  tracer.signal(SIGINT);
+  ASSERT_EQ(tracer.wait(60s), 0) << tracer.err();
+  const auto report = read_json(json);
+  std::filesystem::remove_all(dir);
+
+  const auto& forks = report["forks"];
+  ASSERT_EQ(forks.size(), 4u) << report.dump(2);
+  const char* expected[] = {"bgsave", "full_sync_disk", "full_sync_diskless", "aof_rewrite"};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(forks[i]["reason"], expected[i]) << report.dump(2);
+    EXPECT_EQ(forks[i]["reason_source"], force_fallback ? "info" : "uprobe");
+    EXPECT_TRUE(forks[i]["child_lifetime_ms"].is_number());
+    EXPECT_GT(forks[i]["cow_faults"].get<uint64_t>(), 0u) << "writes went on while the child lived";
+  }
+  // Fork time as the kernel saw the clone call, against Redis's own figure around fork().
+  const double ours = forks[0]["fork_duration_us"].get<double>();
+  const double theirs = static_cast<double>(bgsave_fork_usec);
+  EXPECT_NEAR(ours, theirs, std::max(0.25 * theirs, 150.0)) << report.dump(2);
+  EXPECT_EQ(report["redis"]["total_forks_delta"], 4);
+  EXPECT_EQ(report["probes"]["redis"], force_fallback ? "info_polling" : "uprobe");
+  EXPECT_TRUE(forks[0]["latency_during"].is_object()) << report.dump(2);
+  EXPECT_TRUE(forks[0]["latency_before"].is_object()) << report.dump(2);
+  EXPECT_EQ(report["totals"]["dropped_events"], 0);
+  bool disk_finding = false;
+  for (const auto& f : report["findings"]) disk_finding = disk_finding || f.get<std::string>().find("repl-diskless-sync yes") != std::string::npos;
+  EXPECT_TRUE(disk_finding) << report["findings"].dump(2);
+  EXPECT_EQ(leftover_thptrace_programs(), std::vector<std::string>{});
+}
+
+nlohmann::json short_capture(const RedisServer& r) {
+  const std::string dir = make_temp_dir("thptrace-thp-");
+  const std::string json = dir + "/report.json";
+  Process tracer({thptrace_bin(), "--pid", std::to_string(r.pid()), "--redis", r.address(), "--duration", "1",
+                  "--json", json});
+  EXPECT_EQ(tracer.wait(60s), 0) << tracer.err();
+  auto j = std::filesystem::exists(json) ? read_json(json) : nlohmann::json();
+  std::filesystem::remove_all(dir);
+  return j;
+}
+
+}  // namespace
+
+TEST(Redis, FourForksWithTheirReasons) {
+  REQUIRE_BPF();
+  four_forks(false);
+}
+
+TEST(Redis, FourForksWithTheirReasonsFromInfo) {
+  REQUIRE_BPF();
+  four_forks(true);
+}
+
+TEST(Redis, ThpDiagnosisNamesDisableThp) {
+  REQUIRE_BPF();
+  if (!ThpModeGuard::writable()) {
+    if (bpf_required()) FAIL() << "THP sysfs is not writable";
+    GTEST_SKIP() << "THP sysfs is not writable";
+  }
+  const std::string before = thptrace::proc::read_file(thptrace::proc::kThpEnabledPath).value_or("");
+  {
+    ThpModeGuard always("always");
+    {
+      RedisServer opted_out({"--disable-thp", "yes"});
+      const auto j = short_capture(opted_out);
+      ASSERT_TRUE(j.is_object());
+      EXPECT_EQ(j["system"]["thp_enabled"], "always");
+      EXPECT_EQ(j["target"]["thp_enabled_for_process"], false) << j.dump(2);
+      ASSERT_FALSE(j["findings"].empty());
+      EXPECT_NE(j["findings"][0].get<std::string>().find("disable-thp"), std::string::npos) << j["findings"].dump(2);
+    }
+    {
+      RedisServer thp_on({"--disable-thp", "no"});
+      const auto j = short_capture(thp_on);
+      ASSERT_TRUE(j.is_object());
+      EXPECT_EQ(j["target"]["thp_enabled_for_process"], true) << j.dump(2);
+      for (const auto& f : j["findings"]) EXPECT_EQ(f.get<std::string>().find("opted out"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(thptrace::proc::read_file(thptrace::proc::kThpEnabledPath).value_or(""), before);
+}
+
+TEST(Redis, UnreachableRedisStillGivesTheKernelSide) {
+  REQUIRE_BPF();
+  RedisServer r;
+  const int dead_port = free_port();
+  const std::string dir = make_temp_dir("thptrace-down-");
+  const std::string json = dir + "/report.json";
+  Process tracer({thptrace_bin(), "--pid", std::to_string(r.pid()), "--redis", "127.0.0.1:" + std::to_string(dead_port),
+                  "--duration", "1", "--json", json});
+  ASSERT_EQ(tracer.wait(60s), 0) << tracer.err();
+  const auto j = read_json(json);
+  std::filesystem::remove_all(dir);
+  EXPECT_FALSE(j.contains("redis"));
+  EXPECT_TRUE(j["redis_error"].is_string());
+  bool said = false;
+  for (const auto& f : j["findings"]) said = said || f.get<std::string>().find("not reachable") != std::string::npos;
+  EXPECT_TRUE(said) << j["findings"].dump(2);
+}

@@ -1,0 +1,79 @@
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+struct redisContext;
+struct redisReply;
+
+namespace thptrace::loadgen {
+
+/// The one fatal error type of the load generator: a start-up failure (cannot connect, AUTH
+/// refused, bad dataset) whose what() is a single sentence fit to print as it is.
+class LoadgenError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ConnectionOptions {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  /// Sent with AUTH when not empty; a line "user pass" is not split (one password only).
+  std::string password;
+  std::chrono::milliseconds connect_timeout{3000};
+  /// Bound on every socket read and write, so a frozen Redis ends the run with an error instead
+  /// of hanging it. Must exceed the longest stall being measured (a fork of a large dataset).
+  std::chrono::milliseconds io_timeout{10000};
+};
+
+struct ReplyDeleter {
+  void operator()(redisReply* reply) const noexcept;
+};
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+/// Appends one command in RESP to `out` (no allocation once `out` has grown), so a whole
+/// pipeline batch is formatted into one buffer and handed to hiredis in one call.
+void append_resp_command(std::string& out, std::initializer_list<std::string_view> args);
+
+/// Owns a blocking hiredis connection with connect and I/O timeouts set; move-only.
+class Connection {
+ public:
+  /// Connects, authenticates and PINGs. Throws LoadgenError with a sentence naming the address.
+  static Connection open(const ConnectionOptions& options);
+
+  Connection(Connection&& other) noexcept;
+  Connection& operator=(Connection&& other) noexcept;
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection();
+
+  /// Queues already formatted RESP commands in the output buffer; nothing is sent until the
+  /// first read_reply(). Returns false (see error()) only if hiredis could not allocate.
+  bool append_formatted(std::string_view resp) noexcept;
+  /// Flushes pending output and reads the next reply; null on a connection error or timeout,
+  /// after which the connection is unusable and error() says why.
+  ReplyPtr read_reply() noexcept;
+  /// A sentence describing the connection's error state, naming the address.
+  std::string error() const;
+  /// Sends one command and waits for its reply; throws LoadgenError on a connection error.
+  ReplyPtr command(std::initializer_list<std::string_view> args);
+
+  const std::string& address() const noexcept { return address_; }
+
+ private:
+  Connection(redisContext* context, std::string address, std::chrono::milliseconds io_timeout);
+
+  redisContext* context_ = nullptr;
+  std::string address_;
+  std::chrono::milliseconds io_timeout_;
+};
+
+/// True when `reply` is a RESP error reply.
+bool is_error_reply(const redisReply* reply) noexcept;
+/// The text of an error or status reply, empty otherwise.
+std::string_view reply_text(const redisReply* reply) noexcept;
+
+}  // namespace thptrace::loadgen
