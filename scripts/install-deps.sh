@@ -17,7 +17,7 @@ packages=(
   # runtime peers used by the demo and the tests
   redis-server redis-tools procps
   qemu-system-x86 busybox-static cpio kmod  # kernel matrix (tests/vm/guest.sh)
-  prometheus python3-yaml jq systemd  # deploy checks (tests/deploy/check.sh)
+  prometheus python3-yaml systemd  # deploy checks (tests/deploy/check.sh)
 )
 
 export DEBIAN_FRONTEND=noninteractive
