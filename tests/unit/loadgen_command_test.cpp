@@ -51,10 +51,12 @@ TEST(LoadgenCommand, DefaultsMatchTheDocumentedOnes) {
 }
 
 TEST(LoadgenCommand, ParsesEveryFlag) {
-  const LoadgenCommand c =
-      parse({"--host", "localhost", "--port", "6390", "--password-file", "/run/pw", "--keys", "800000", "--value-size",
-             "400", "--seed", "7", "--no-load", "--writers", "6", "--batch", "40", "--rate", "1000", "--duration",
-             "2.5", "--read-only", "--csv", "out.csv", "--json", "out.json", "--timeout", "0.5", "--interval-ms", "50"});
+  const LoadgenCommand c = parse({"--host",   "localhost",   "--port",    "6390",          "--password-file",
+                                  "/run/pw",  "--keys",      "800000",    "--value-size",  "400",
+                                  "--seed",   "7",           "--no-load", "--writers",     "6",
+                                  "--batch",  "40",          "--rate",    "1000",          "--duration",
+                                  "2.5",      "--read-only", "--csv",     "out.csv",       "--json",
+                                  "out.json", "--timeout",   "0.5",       "--interval-ms", "50"});
   EXPECT_EQ(c.options.connection.host, "localhost");
   EXPECT_EQ(c.options.connection.port, 6390);
   EXPECT_EQ(c.password_file, "/run/pw");

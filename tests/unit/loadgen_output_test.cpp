@@ -26,7 +26,7 @@ LoadgenResult sample_result() {
   r.rate = 1000;
   r.elapsed = 2s;
   for (int i = 0; i < 100; ++i) r.probe_latency.record(100'000);  // 100 µs
-  r.probe_latency.record(500'000'000);                             // one 500 ms stall
+  r.probe_latency.record(500'000'000);                            // one 500 ms stall
   r.probe_service_time.record(90'000);
   r.probe_ops = 101;
   r.writer_ops = 8000;

@@ -9,14 +9,12 @@
 #include "cli/capture.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "loadgen/command.h"
 #include "thptrace/version.h"
 
 namespace po = boost::program_options;
 using namespace thptrace;
 
-namespace thptrace::loadgen {
-int loadgen_main(int argc, char** argv);
-}
 
 namespace {
 

@@ -54,14 +54,19 @@ po::options_description describe_options() {
   po::options_description d("thptrace loadgen options");
   // Integers are read as signed 64-bit and range-checked by hand: Boost's lexical_cast quietly
   // wraps "-1" into a huge unsigned value.
+  // One option per line reads better than the formatter's chained layout.
+  // clang-format off
   d.add_options()
       ("help,h", "print this help and exit")
       ("host", po::value<std::string>()->default_value("127.0.0.1")->value_name("HOST"), "Redis host")
       ("port", po::value<long long>()->default_value(6379)->value_name("PORT"), "Redis port")
-      ("password-file", po::value<std::string>()->value_name("PATH"), "file whose first line is the Redis password (AUTH)")
-      ("keys", po::value<long long>()->default_value(100000)->value_name("N"), "dataset size in keys (key:0 .. key:N-1)")
+      ("password-file", po::value<std::string>()->value_name("PATH"),
+       "file whose first line is the Redis password (AUTH)")
+      ("keys", po::value<long long>()->default_value(100000)->value_name("N"),
+       "dataset size in keys (key:0 .. key:N-1)")
       ("value-size", po::value<long long>()->default_value(400)->value_name("BYTES"), "value size in bytes")
-      ("seed", po::value<long long>()->default_value(1)->value_name("N"), "seed of the dataset and of the key sequences")
+      ("seed", po::value<long long>()->default_value(1)->value_name("N"),
+       "seed of the dataset and of the key sequences")
       ("load", po::bool_switch(), "load the dataset before the run (the default)")
       ("no-load", po::bool_switch(), "skip loading: the dataset is already in Redis")
       ("load-only", po::bool_switch(), "load the dataset and exit without a run")
@@ -69,13 +74,17 @@ po::options_description describe_options() {
       ("batch", po::value<long long>()->default_value(80)->value_name("N"), "commands per writer pipeline batch")
       ("rate", po::value<double>()->default_value(0)->value_name("PER_S"),
        "probe requests per second, open loop with coordinated-omission correction; 0 = closed loop")
-      ("duration", po::value<double>()->default_value(10)->value_name("SECONDS"), "run time in seconds; 0 = until SIGINT/SIGTERM")
+      ("duration", po::value<double>()->default_value(10)->value_name("SECONDS"),
+       "run time in seconds; 0 = until SIGINT/SIGTERM")
       ("read-only", po::bool_switch(), "the probe and the writers GET instead of SET")
       ("csv", po::value<std::string>()->value_name("PATH"),
        "write percentiles to PATH (e.g. run.csv) and the timeline beside it (run_timeline.csv)")
       ("json", po::value<std::string>()->value_name("PATH"), "write percentiles and the timeline to PATH as JSON")
-      ("timeout", po::value<double>()->default_value(10)->value_name("SECONDS"), "seconds to wait for any reply before giving up")
-      ("interval-ms", po::value<long long>()->default_value(100)->value_name("MS"), "timeline interval in milliseconds");
+      ("timeout", po::value<double>()->default_value(10)->value_name("SECONDS"),
+       "seconds to wait for any reply before giving up")
+      ("interval-ms", po::value<long long>()->default_value(100)->value_name("MS"),
+       "timeline interval in milliseconds");
+  // clang-format on
   return d;
 }
 
@@ -116,10 +125,10 @@ class ProgressLine {
   void running(const LiveStats& s) {
     const double dt = std::chrono::duration<double>(s.elapsed - last_.elapsed).count();
     if (dt <= 0) return;
-    fmt::print(stderr, "\r{:6.1f} s  probe {:.0f} req/s  p99 {:.3f} ms  writers {:.0f} cmd/s\033[K",
-               std::chrono::duration<double>(s.elapsed).count(), static_cast<double>(s.probe_ops - last_.probe_ops) / dt,
-               static_cast<double>(s.last_interval_p99_ns) / 1e6,
-               static_cast<double>(s.writer_ops - last_.writer_ops) / dt);
+    fmt::print(
+        stderr, "\r{:6.1f} s  probe {:.0f} req/s  p99 {:.3f} ms  writers {:.0f} cmd/s\033[K",
+        std::chrono::duration<double>(s.elapsed).count(), static_cast<double>(s.probe_ops - last_.probe_ops) / dt,
+        static_cast<double>(s.last_interval_p99_ns) / 1e6, static_cast<double>(s.writer_ops - last_.writer_ops) / dt);
     std::fflush(stderr);
     last_ = s;
   }

@@ -1,13 +1,12 @@
 #include "loadgen/connection.h"
 
+#include <fmt/format.h>
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
 #include <cerrno>
 #include <cstring>
 #include <utility>
-
-#include <fmt/format.h>
 
 namespace thptrace::loadgen {
 namespace {
@@ -30,6 +29,26 @@ void append_decimal(std::string& out, size_t n) {
   out.append(p, static_cast<size_t>(end - p));
 }
 
+// Light replies: hiredis calls these instead of building redisReply trees. Each returns the
+// address of a per-type sentinel (never null: null means out of memory to hiredis), so the
+// "reply" pointer itself says what the reply was, and frees nothing.
+char reply_sentinels[8];
+// Where the error text of the reply being parsed goes; set by read_light_reply on its own
+// thread, because hiredis 0.14 gives these callbacks no context of ours.
+thread_local std::string* error_text_sink = nullptr;
+
+void* light_string(const redisReadTask* task, char* str, size_t len) {
+  if (task->type == REDIS_REPLY_ERROR && task->parent == nullptr && error_text_sink != nullptr)
+    error_text_sink->assign(str, len);
+  return &reply_sentinels[task->type];
+}
+void* light_array(const redisReadTask*, int) { return &reply_sentinels[REDIS_REPLY_ARRAY]; }
+void* light_integer(const redisReadTask*, long long) { return &reply_sentinels[REDIS_REPLY_INTEGER]; }
+void* light_nil(const redisReadTask*) { return &reply_sentinels[REDIS_REPLY_NIL]; }
+void light_free(void*) {}
+
+redisReplyObjectFunctions light_functions = {light_string, light_array, light_integer, light_nil, light_free};
+
 }  // namespace
 
 void ReplyDeleter::operator()(redisReply* reply) const noexcept { freeReplyObject(reply); }
@@ -47,9 +66,7 @@ void append_resp_command(std::string& out, std::initializer_list<std::string_vie
   }
 }
 
-bool is_error_reply(const redisReply* reply) noexcept {
-  return reply != nullptr && reply->type == REDIS_REPLY_ERROR;
-}
+bool is_error_reply(const redisReply* reply) noexcept { return reply != nullptr && reply->type == REDIS_REPLY_ERROR; }
 
 std::string_view reply_text(const redisReply* reply) noexcept {
   if (reply == nullptr || (reply->type != REDIS_REPLY_ERROR && reply->type != REDIS_REPLY_STATUS)) return {};
@@ -62,7 +79,8 @@ Connection::Connection(redisContext* context, std::string address, std::chrono::
 Connection::Connection(Connection&& other) noexcept
     : context_(std::exchange(other.context_, nullptr)),
       address_(std::move(other.address_)),
-      io_timeout_(other.io_timeout_) {}
+      io_timeout_(other.io_timeout_),
+      last_error_reply_(std::move(other.last_error_reply_)) {}
 
 Connection& Connection::operator=(Connection&& other) noexcept {
   if (this != &other) {
@@ -70,6 +88,7 @@ Connection& Connection::operator=(Connection&& other) noexcept {
     context_ = std::exchange(other.context_, nullptr);
     address_ = std::move(other.address_);
     io_timeout_ = other.io_timeout_;
+    last_error_reply_ = std::move(other.last_error_reply_);
   }
   return *this;
 }
@@ -80,7 +99,8 @@ Connection::~Connection() {
 
 Connection Connection::open(const ConnectionOptions& options) {
   const std::string address = fmt::format("{}:{}", options.host, options.port);
-  redisContext* context = redisConnectWithTimeout(options.host.c_str(), options.port, to_timeval(options.connect_timeout));
+  redisContext* context =
+      redisConnectWithTimeout(options.host.c_str(), options.port, to_timeval(options.connect_timeout));
   if (context == nullptr) throw LoadgenError(fmt::format("cannot connect to Redis at {}: out of memory", address));
   if (context->err != 0) {
     std::string why = context->errstr;
@@ -114,6 +134,20 @@ ReplyPtr Connection::read_reply() noexcept {
   void* reply = nullptr;
   if (redisGetReply(context_, &reply) != REDIS_OK) return nullptr;
   return ReplyPtr(static_cast<redisReply*>(reply));
+}
+
+void Connection::use_light_replies() noexcept { context_->reader->fn = &light_functions; }
+
+std::optional<ReplyKind> Connection::read_light_reply() noexcept {
+  error_text_sink = &last_error_reply_;
+  void* reply = nullptr;
+  const int status = redisGetReply(context_, &reply);
+  error_text_sink = nullptr;
+  if (status != REDIS_OK || reply == nullptr) return std::nullopt;
+  const auto type = static_cast<char*>(reply) - reply_sentinels;
+  if (type == REDIS_REPLY_ERROR) return ReplyKind::error;
+  if (type == REDIS_REPLY_NIL) return ReplyKind::nil;
+  return ReplyKind::value;
 }
 
 std::string Connection::error() const {

@@ -1,5 +1,6 @@
 #include "loadgen/loadgen.h"
 
+#include <fmt/format.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -8,8 +9,6 @@
 #include <exception>
 #include <system_error>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "loadgen/workers.h"
 
@@ -112,8 +111,10 @@ double LoadgenResult::writer_throughput() const noexcept {
 
 LoadgenResult run_load(const LoadgenOptions& options, std::atomic<bool>& stop, const LiveCallback& on_interval) {
   if (options.rate < 0) throw LoadgenError("the probe rate cannot be negative (--rate)");
-  if (options.interval <= std::chrono::nanoseconds::zero()) throw LoadgenError("the timeline interval must be positive");
-  if (options.duration < std::chrono::nanoseconds::zero()) throw LoadgenError("the duration cannot be negative (--duration)");
+  if (options.interval <= std::chrono::nanoseconds::zero())
+    throw LoadgenError("the timeline interval must be positive");
+  if (options.duration < std::chrono::nanoseconds::zero())
+    throw LoadgenError("the duration cannot be negative (--duration)");
   const Dataset dataset(options.dataset);
 
   // Every connection is up before the clock starts: connecting is not part of the load.
@@ -129,8 +130,8 @@ LoadgenResult run_load(const LoadgenOptions& options, std::atomic<bool>& stop, c
 
   const auto start = clock::now();
   result.start_monotonic_ns = monotonic_now_ns();
-  const auto deadline = options.duration == std::chrono::nanoseconds::zero() ? clock::time_point::max()
-                                                                             : start + options.duration;
+  const auto deadline =
+      options.duration == std::chrono::nanoseconds::zero() ? clock::time_point::max() : start + options.duration;
   detail::RunState state(stop, start, deadline, options.interval);
   Latch latch(1 + options.writers);
 
@@ -139,9 +140,8 @@ LoadgenResult run_load(const LoadgenOptions& options, std::atomic<bool>& stop, c
   std::vector<std::thread> threads;
   threads.reserve(1 + options.writers);
   try {
-    threads.emplace_back([&] {
-      guarded(state, latch, [&] { probe = detail::run_probe(probe_connection, dataset, options, state); });
-    });
+    threads.emplace_back(
+        [&] { guarded(state, latch, [&] { probe = detail::run_probe(probe_connection, dataset, options, state); }); });
     for (unsigned w = 0; w < options.writers; ++w) {
       threads.emplace_back([&, w] {
         guarded(state, latch,
@@ -186,7 +186,8 @@ LoadgenResult run_load(const LoadgenOptions& options, std::atomic<bool>& stop, c
 
   // One row per interval the run touched; the last boundary sample closes the partial interval.
   result.timeline = std::move(probe.timeline);
-  const size_t rows = static_cast<size_t>((result.elapsed + options.interval - std::chrono::nanoseconds(1)) / options.interval);
+  const size_t rows =
+      static_cast<size_t>((result.elapsed + options.interval - std::chrono::nanoseconds(1)) / options.interval);
   while (result.timeline.size() < rows) {
     TimelineRow row;
     row.offset = options.interval * static_cast<int64_t>(result.timeline.size());

@@ -21,14 +21,13 @@ void write_percentile_row(std::ostream& out, std::string_view series, const Load
   const LatencySummary s = LatencySummary::of(h);
   fmt::print(out, "{},{},{},{},{},{:.1f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f}\n", series,
              mode_name(r), r.rate, s.count, error_replies, throughput, to_us(s.mean_ns), to_us(s.min_ns),
-             to_us(s.p50_ns), to_us(s.p90_ns), to_us(s.p99_ns), to_us(s.p99_9_ns), to_us(s.p99_99_ns),
-             to_us(s.max_ns));
+             to_us(s.p50_ns), to_us(s.p90_ns), to_us(s.p99_ns), to_us(s.p99_9_ns), to_us(s.p99_99_ns), to_us(s.max_ns));
 }
 
 nlohmann::json summary_json(const LogLinearHistogram& h) {
   const LatencySummary s = LatencySummary::of(h);
-  return {{"count", s.count},          {"mean", to_us(s.mean_ns)},     {"min", to_us(s.min_ns)},
-          {"p50", to_us(s.p50_ns)},    {"p90", to_us(s.p90_ns)},       {"p99", to_us(s.p99_ns)},
+  return {{"count", s.count},           {"mean", to_us(s.mean_ns)},     {"min", to_us(s.min_ns)},
+          {"p50", to_us(s.p50_ns)},     {"p90", to_us(s.p90_ns)},       {"p99", to_us(s.p99_ns)},
           {"p99_9", to_us(s.p99_9_ns)}, {"p99_99", to_us(s.p99_99_ns)}, {"max", to_us(s.max_ns)}};
 }
 
@@ -56,8 +55,7 @@ void write_percentiles_csv(std::ostream& out, const LoadgenResult& r) {
   out << "series,mode,rate,count,error_replies,throughput_ops_per_s,mean_us,min_us,p50_us,p90_us,p99_us,p99_9_us,"
          "p99_99_us,max_us\n";
   write_percentile_row(out, "probe", r, r.probe_latency, r.probe_error_replies, r.probe_throughput());
-  write_percentile_row(out, "probe_service_time", r, r.probe_service_time, r.probe_error_replies,
-                       r.probe_throughput());
+  write_percentile_row(out, "probe_service_time", r, r.probe_service_time, r.probe_error_replies, r.probe_throughput());
   write_percentile_row(out, "writer_batch", r, r.writer_batch_latency, r.writer_error_replies, r.writer_throughput());
 }
 

@@ -1,6 +1,5 @@
 // The probe: one connection, one request in flight, every round trip timed.
 
-#include <hiredis/hiredis.h>
 #include <sys/prctl.h>
 
 #include <optional>
@@ -81,11 +80,11 @@ class TimelineBuilder {
 
 }  // namespace
 
-ProbeOutcome run_probe(Connection& connection, const Dataset& dataset, const LoadgenOptions& options,
-                       RunState& state) {
+ProbeOutcome run_probe(Connection& connection, const Dataset& dataset, const LoadgenOptions& options, RunState& state) {
   block_sigpipe_on_this_thread();
   // Timer slack is per thread; 1 ns asks for the most precise wake-ups the kernel gives.
   prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+  connection.use_light_replies();
 
   ProbeOutcome out;
   TimelineBuilder timeline(state.start, state.interval, state);
@@ -124,14 +123,14 @@ ProbeOutcome run_probe(Connection& connection, const Dataset& dataset, const Loa
       state.fail(connection.error());
       break;
     }
-    ReplyPtr reply = connection.read_reply();
+    const std::optional<ReplyKind> reply = connection.read_light_reply();
     const auto done = clock::now();
     if (!reply) {
       state.fail(connection.error());
       break;
     }
-    if (is_error_reply(reply.get())) ++out.error_replies;
-    if (reply->type == REDIS_REPLY_NIL) ++out.misses;
+    if (*reply == ReplyKind::error) ++out.error_replies;
+    if (*reply == ReplyKind::nil) ++out.misses;
 
     const auto latency = static_cast<uint64_t>(std::chrono::nanoseconds(done - intended).count());
     out.latency.record(latency);

@@ -43,7 +43,8 @@ class OpenLoopSchedule {
   /// Latency charged to request i: from its intended send time, not from when it was sent.
   std::chrono::nanoseconds corrected_latency(uint64_t i, time_point completion) const noexcept {
     const auto latency = completion - intended_send_time(i);
-    return latency.count() < 0 ? std::chrono::nanoseconds(0) : std::chrono::duration_cast<std::chrono::nanoseconds>(latency);
+    return latency.count() < 0 ? std::chrono::nanoseconds(0)
+                               : std::chrono::duration_cast<std::chrono::nanoseconds>(latency);
   }
 
   /// Index of the first request due at or after `t` (how many requests are due before `t`).

@@ -72,9 +72,8 @@ uint64_t stream_seed(uint64_t dataset_seed, unsigned stream) noexcept;
 /// must surface as EPIPE on this connection rather than kill the process.
 void block_sigpipe_on_this_thread() noexcept;
 
-ProbeOutcome run_probe(Connection& connection, const Dataset& dataset, const LoadgenOptions& options,
-                       RunState& state);
-WriterOutcome run_writer(Connection& connection, const Dataset& dataset, const LoadgenOptions& options,
-                         unsigned index, RunState& state);
+ProbeOutcome run_probe(Connection& connection, const Dataset& dataset, const LoadgenOptions& options, RunState& state);
+WriterOutcome run_writer(Connection& connection, const Dataset& dataset, const LoadgenOptions& options, unsigned index,
+                         RunState& state);
 
 }  // namespace thptrace::loadgen::detail

@@ -4,9 +4,10 @@
 
 namespace thptrace::loadgen::detail {
 
-WriterOutcome run_writer(Connection& connection, const Dataset& dataset, const LoadgenOptions& options,
-                         unsigned index, RunState& state) {
+WriterOutcome run_writer(Connection& connection, const Dataset& dataset, const LoadgenOptions& options, unsigned index,
+                         RunState& state) {
   block_sigpipe_on_this_thread();
+  connection.use_light_replies();
   WriterOutcome out;
   SplitMix64 rng(stream_seed(dataset.options().seed, index + 1));
   const unsigned batch = std::max(options.batch, 1u);
@@ -31,12 +32,12 @@ WriterOutcome run_writer(Connection& connection, const Dataset& dataset, const L
       break;
     }
     for (unsigned b = 0; b < batch; ++b) {
-      ReplyPtr reply = connection.read_reply();
+      const std::optional<ReplyKind> reply = connection.read_light_reply();
       if (!reply) {
         state.fail(connection.error());
         return out;
       }
-      if (is_error_reply(reply.get())) ++out.error_replies;
+      if (*reply == ReplyKind::error) ++out.error_replies;
     }
     out.batch_latency.record(static_cast<uint64_t>(std::chrono::nanoseconds(clock::now() - sent).count()));
     out.ops += batch;

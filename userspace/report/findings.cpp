@@ -104,7 +104,7 @@ std::vector<std::string> findings(const Report& r) {
     f.push_back({1, fmt::format("Redis at {} was not reachable ({}): fork reasons and server-side latency are "
                                 "missing; the kernel figures are complete.",
                                 r.redis->address, r.redis->error)});
-  if (!r.redis)
+  if (!r.redis && r.comm.rfind("redis", 0) == 0)
     f.push_back({7, "No --redis address was given: fork reasons come from uprobes only and there are no "
                     "server-side latency windows."});
   if (r.redis && r.redis->reachable && r.redis->process_id && r.redis->process_id != r.pid)
