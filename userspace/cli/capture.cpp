@@ -71,7 +71,7 @@ int run_capture(const CaptureOptions& o) {
   tracer.watch(o.pid);
   tracer.attach();
   tracer::ProbeReport used = modes;
-  if (std::string why; modes.fork.mode == tracer::Mode::tp_btf && !tracer.attach_libc_fork(o.pid, &why))
+  if (std::string why; !tracer.attach_libc_fork(o.pid, &why))
     log::debug("{}; fork duration is the clone syscall's", why);
   if (modes.redis.mode == tracer::Mode::uprobe) {
     std::string why;

@@ -178,10 +178,12 @@ LoadgenResult run_load(const LoadgenOptions& options, std::atomic<bool>& stop, c
   result.probe_error_replies = probe.error_replies;
   result.probe_misses = probe.misses;
   result.probe_unsent = probe.unsent;
+  result.first_error_reply = probe.first_error_reply;
   for (const auto& w : writers) {
     result.writer_batch_latency.merge(w.batch_latency);
     result.writer_ops += w.ops;
     result.writer_error_replies += w.error_replies;
+    if (result.first_error_reply.empty()) result.first_error_reply = w.first_error_reply;
   }
 
   // One row per interval the run touched; the last boundary sample closes the partial interval.

@@ -77,6 +77,8 @@ struct LoadgenResult {
   uint64_t probe_unsent = 0;
   uint64_t writer_ops = 0;
   uint64_t writer_error_replies = 0;
+  /// The text of the first error reply seen by anyone (OOM, MISCONF, WRONGTYPE...), if any.
+  std::string first_error_reply;
 
   std::vector<TimelineRow> timeline;
 

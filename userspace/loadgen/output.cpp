@@ -121,6 +121,8 @@ nlohmann::json to_json(const LoadgenResult& r, const LoadgenOptions& o) {
         {"throughput_ops_per_s", r.writer_throughput()},
         {"batch_latency", summary_json(r.writer_batch_latency)}}},
       {"timeline", std::move(timeline)},
+      {"first_error_reply",
+       r.first_error_reply.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.first_error_reply)},
       {"failure", r.failure.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.failure)},
   };
 }
@@ -175,6 +177,7 @@ void write_summary(std::ostream& out, const LoadgenResult& r) {
                r.writer_ops, r.writer_throughput(), r.writer_error_replies, human(w.p50_ns), human(w.p99_ns),
                human(w.max_ns));
   }
+  if (!r.first_error_reply.empty()) fmt::print(out, "first error reply: {}\n", r.first_error_reply);
 }
 
 }  // namespace thptrace::loadgen

@@ -129,13 +129,14 @@ ProbeOutcome run_probe(Connection& connection, const Dataset& dataset, const Loa
       state.fail(connection.error());
       break;
     }
-    if (*reply == ReplyKind::error) ++out.error_replies;
+    if (*reply == ReplyKind::error && out.error_replies++ == 0) out.first_error_reply = connection.last_error_reply();
     if (*reply == ReplyKind::nil) ++out.misses;
 
-    const auto latency = static_cast<uint64_t>(std::chrono::nanoseconds(done - intended).count());
-    out.latency.record(latency);
+    // Open loop: the corrected latency, from the intended send time (as wrk2 counts it).
+    const std::chrono::nanoseconds latency = schedule ? schedule->corrected_latency(i, done) : done - sent;
+    out.latency.record(static_cast<uint64_t>(latency.count()));
     out.service_time.record(static_cast<uint64_t>(std::chrono::nanoseconds(done - sent).count()));
-    timeline.record(intended, latency);
+    timeline.record(intended, static_cast<uint64_t>(latency.count()));
     ++out.ops;
     state.probe_ops.fetch_add(1, std::memory_order_relaxed);
   }

@@ -54,6 +54,7 @@ struct ProbeOutcome {
   uint64_t error_replies = 0;
   uint64_t misses = 0;
   uint64_t unsent = 0;
+  std::string first_error_reply;
   /// Rows without writer_ops, which the timeline clock fills in.
   std::vector<TimelineRow> timeline;
 };
@@ -62,6 +63,7 @@ struct WriterOutcome {
   LogLinearHistogram batch_latency;
   uint64_t ops = 0;
   uint64_t error_replies = 0;
+  std::string first_error_reply;
 };
 
 /// A seed of its own for each connection (0 = the probe, 1.. = writers), derived from the

@@ -37,7 +37,7 @@ WriterOutcome run_writer(Connection& connection, const Dataset& dataset, const L
         state.fail(connection.error());
         return out;
       }
-      if (*reply == ReplyKind::error) ++out.error_replies;
+      if (*reply == ReplyKind::error && out.error_replies++ == 0) out.first_error_reply = connection.last_error_reply();
     }
     out.batch_latency.record(static_cast<uint64_t>(std::chrono::nanoseconds(clock::now() - sent).count()));
     out.ops += batch;

@@ -91,9 +91,8 @@ Tracer::Tracer(const ProbeReport& modes, const TracerOptions& options) : modes_(
                          skel_->progs.repl_bgsave_enter, skel_->progs.repl_bgsave_exit, skel_->progs.redis_fork_enter,
                          skel_->progs.redis_fork_exit})
     bpf_program__set_autoload(p, uprobes);
-  // The libc fork timing is part of the fork family; the fallback leaves it out (clone syscall only).
-  bpf_program__set_autoload(skel_->progs.libc_fork_enter, modes.fork.mode == Mode::tp_btf);
-  bpf_program__set_autoload(skel_->progs.libc_fork_exit, modes.fork.mode == Mode::tp_btf);
+  // libc fork timing is a uprobe pair in every mode (uprobes do not depend on the kernel's BTF or
+  // tracing attach types); where it cannot attach, fork duration is the clone syscall's.
 
   size_t rb = 4096;
   while (rb < options.ringbuf_bytes) rb <<= 1;
@@ -191,10 +190,6 @@ bool Tracer::attach_redis(pid_t pid, std::string* why) {
 void Tracer::detach_redis(pid_t pid) { redis_links_.erase(pid); }
 
 bool Tracer::attach_libc_fork(pid_t pid, std::string* why) {
-  if (!bpf_program__autoload(skel_->progs.libc_fork_enter)) {
-    if (why) *why = "fork timing through libc is off in the fallback mode";
-    return false;
-  }
   // The libc the process maps, reached through its root so it works across mount namespaces.
   const auto maps = proc::read_file("/proc/" + std::to_string(pid) + "/maps", 4 << 20);
   std::string libc;
