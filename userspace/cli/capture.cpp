@@ -148,8 +148,6 @@ int run_capture(const CaptureOptions& o) {
   if (redis_addr) {
     report::RedisSection rs;
     rs.address = redis_addr->str();
-    const auto first = watcher ? std::optional<redis::Snapshot>() : std::nullopt;
-    (void)first;
     if (facts && !timeline.empty()) {
       const redis::Snapshot* a = nullptr;
       const redis::Snapshot* b = nullptr;
