@@ -73,6 +73,40 @@ static __always_inline __u64 start_key(enum start_kind kind, __u32 tid)
 	return ((__u64)kind << 32) | tid;
 }
 
+/* Records now as the start of `kind` on the current thread. */
+static __always_inline void start_record(enum start_kind kind)
+{
+	__u64 key = start_key(kind, (__u32)bpf_get_current_pid_tgid());
+	__u64 now = bpf_ktime_get_ns();
+
+	bpf_map_update_elem(&starts, &key, &now, BPF_ANY);
+}
+
+/* Takes and forgets the start of `kind` on the current thread; 0 when none was recorded. */
+static __always_inline __u64 start_take(enum start_kind kind)
+{
+	__u64 key = start_key(kind, (__u32)bpf_get_current_pid_tgid());
+	__u64 *start = bpf_map_lookup_elem(&starts, &key);
+	__u64 begin;
+
+	if (!start)
+		return 0;
+	begin = *start;
+	bpf_map_delete_elem(&starts, &key);
+	return begin;
+}
+
+/* The live episode of the child a fork call returned in the parent (ret = child pid), or NULL for
+ * a failed call, a thread creation, or a fork that is not tracked. */
+static __always_inline struct thptrace_episode *episode_of_fork_return(long ret)
+{
+	__u32 child = (__u32)ret;
+
+	if (ret <= 0)
+		return NULL;
+	return bpf_map_lookup_elem(&episodes, &child);
+}
+
 static __always_inline void count_drop(void)
 {
 	__u32 zero = 0;

@@ -68,28 +68,22 @@ static __always_inline void count_fault(__u64 ns, bool huge, bool split)
 
 static __always_inline int wp_enter(enum start_kind kind)
 {
-	__u64 key = start_key(kind, current_tid());
-	__u64 now;
 	__u32 tgid = current_tgid();
 
-	if (!bpf_map_lookup_elem(&targets, &tgid) && !bpf_map_lookup_elem(&episodes, &tgid))
-		return 0;
-	now = bpf_ktime_get_ns();
-	bpf_map_update_elem(&starts, &key, &now, BPF_ANY);
+	if (bpf_map_lookup_elem(&targets, &tgid) || bpf_map_lookup_elem(&episodes, &tgid))
+		start_record(kind);
 	return 0;
 }
 
 static __always_inline int wp_exit(enum start_kind kind, long ret)
 {
-	__u64 key = start_key(kind, current_tid());
-	__u64 *start = bpf_map_lookup_elem(&starts, &key);
+	__u64 begin = start_take(kind);
 	__u64 ns;
 	bool huge = kind == START_HUGE_WP_FAULT;
 
-	if (!start)
+	if (!begin)
 		return 0;
-	ns = bpf_ktime_get_ns() - *start;
-	bpf_map_delete_elem(&starts, &key);
+	ns = bpf_ktime_get_ns() - begin;
 	count_fault(ns ? ns : 1, huge, huge && (ret & VM_FAULT_FALLBACK_BIT));
 	return 0;
 }

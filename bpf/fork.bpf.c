@@ -147,43 +147,30 @@ int BPF_PROG(exit_raw, struct task_struct *p)
 static __always_inline int on_sys_enter(long id)
 {
 	__u32 tgid = current_tgid();
-	__u64 key, now;
 
 	if (id != NR_clone && id != NR_clone3 && id != NR_fork && id != NR_vfork)
 		return 0;
-	if (!bpf_map_lookup_elem(&targets, &tgid))
-		return 0;
-	key = start_key(START_CLONE, current_tid());
-	now = bpf_ktime_get_ns();
-	bpf_map_update_elem(&starts, &key, &now, BPF_ANY);
+	if (bpf_map_lookup_elem(&targets, &tgid))
+		start_record(START_CLONE);
 	return 0;
 }
 
 static __always_inline int on_sys_exit(long ret)
 {
-	__u64 key = start_key(START_CLONE, current_tid());
-	__u64 *start = bpf_map_lookup_elem(&starts, &key);
+	__u64 begin = start_take(START_CLONE);
 	struct thptrace_episode *ep;
 	struct thptrace_event *e;
-	__u32 child;
-	__u64 begin;
 
-	if (!start)
+	if (!begin)
 		return 0;
-	begin = *start;
-	bpf_map_delete_elem(&starts, &key);
-	/* In the parent, ret is the child's pid. Thread creation (no episode) and failures are dropped. */
-	if (ret <= 0)
-		return 0;
-	child = (__u32)ret;
-	ep = bpf_map_lookup_elem(&episodes, &child);
+	ep = episode_of_fork_return(ret);
 	if (!ep)
 		return 0;
 	ep->clone_start_ns = begin;
 	ep->clone_end_ns = bpf_ktime_get_ns();
 	e = event_reserve(EV_FORK_RETURN, current_tgid(), current_tid());
 	if (e) {
-		e->child_pid = child;
+		e->child_pid = (__u32)ret;
 		e->start_ns = begin;
 		bpf_ringbuf_submit(e, 0);
 	}

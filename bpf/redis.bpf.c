@@ -71,33 +71,21 @@ SEC("uprobe")
 int BPF_KPROBE(libc_fork_enter)
 {
 	__u32 tgid = current_tgid();
-	__u64 key, now;
 
-	if (!bpf_map_lookup_elem(&targets, &tgid))
-		return 0;
-	key = start_key(START_LIBC_FORK, current_tid());
-	now = bpf_ktime_get_ns();
-	bpf_map_update_elem(&starts, &key, &now, BPF_ANY);
+	if (bpf_map_lookup_elem(&targets, &tgid))
+		start_record(START_LIBC_FORK);
 	return 0;
 }
 
 SEC("uretprobe")
 int BPF_KRETPROBE(libc_fork_exit, long ret)
 {
-	__u64 key = start_key(START_LIBC_FORK, current_tid());
-	__u64 *start = bpf_map_lookup_elem(&starts, &key);
+	__u64 begin = start_take(START_LIBC_FORK);
 	struct thptrace_episode *ep;
-	__u32 child;
-	__u64 begin;
 
-	if (!start)
+	if (!begin)
 		return 0;
-	begin = *start;
-	bpf_map_delete_elem(&starts, &key);
-	if (ret <= 0)
-		return 0;
-	child = (__u32)ret;
-	ep = bpf_map_lookup_elem(&episodes, &child);
+	ep = episode_of_fork_return(ret);
 	if (ep)
 		ep->libc_fork_ns = bpf_ktime_get_ns() - begin;
 	return 0;

@@ -13,30 +13,22 @@ static __always_inline bool watched(__u32 tgid)
 
 static __always_inline int stall_begin(enum start_kind kind)
 {
-	__u64 key, now;
-
-	if (!watched(current_tgid()))
-		return 0;
-	key = start_key(kind, current_tid());
-	now = bpf_ktime_get_ns();
-	bpf_map_update_elem(&starts, &key, &now, BPF_ANY);
+	if (watched(current_tgid()))
+		start_record(kind);
 	return 0;
 }
 
 static __always_inline int stall_end(enum start_kind kind)
 {
-	__u64 key = start_key(kind, current_tid());
-	__u64 *start = bpf_map_lookup_elem(&starts, &key);
+	__u64 begin = start_take(kind);
 	__u32 tgid = current_tgid();
 	struct thptrace_target *tgt;
 	struct thptrace_event *e;
 	bool compaction = kind == START_COMPACTION;
-	__u64 begin, ns;
+	__u64 ns;
 
-	if (!start)
+	if (!begin)
 		return 0;
-	begin = *start;
-	bpf_map_delete_elem(&starts, &key);
 	ns = bpf_ktime_get_ns() - begin;
 
 	tgt = bpf_map_lookup_elem(&targets, &tgid);
