@@ -114,7 +114,7 @@ Tracer::Tracer(const ProbeReport& modes, const TracerOptions& options) : modes_(
 Tracer::~Tracer() {
   // Links first, then the ring buffer, then the object (the destructors of the members run in
   // reverse order of declaration, which is this order).
-  redis_links_.clear();
+  uprobe_links_.clear();
   links_.clear();
 }
 
@@ -183,11 +183,12 @@ bool Tracer::attach_redis(pid_t pid, std::string* why) {
     }
     links.emplace_back(link);
   }
-  redis_links_[pid] = std::move(links);
+  auto& mine = uprobe_links_[pid];
+  for (auto& l : links) mine.push_back(std::move(l));
   return true;
 }
 
-void Tracer::detach_redis(pid_t pid) { redis_links_.erase(pid); }
+void Tracer::detach_uprobes(pid_t pid) { uprobe_links_.erase(pid); }
 
 bool Tracer::attach_libc_fork(pid_t pid, std::string* why) {
   // The libc the process maps, reached through its root so it works across mount namespaces.
@@ -221,7 +222,7 @@ bool Tracer::attach_libc_fork(pid_t pid, std::string* why) {
     }
     links.emplace_back(link);
   }
-  auto& mine = redis_links_[pid];
+  auto& mine = uprobe_links_[pid];
   for (auto& l : links) mine.push_back(std::move(l));
   return true;
 }
@@ -286,7 +287,7 @@ uint64_t Tracer::dropped() const {
 
 size_t Tracer::link_count() const {
   size_t n = links_.size();
-  for (const auto& [pid, links] : redis_links_) n += links.size();
+  for (const auto& [pid, links] : uprobe_links_) n += links.size();
   return n;
 }
 

@@ -40,7 +40,8 @@ class Tracer {
   // Puts the Redis uprobes on the binary of `pid` (through /proc/PID/exe, so it works across mount
   // namespaces). Returns false with *why set when they cannot be attached.
   bool attach_redis(pid_t pid, std::string* why);
-  void detach_redis(pid_t pid);
+  // Detaches every uprobe (Redis and libc) of `pid`.
+  void detach_uprobes(pid_t pid);
   // Times libc's fork() in `pid` with a uprobe pair on the libc it maps: the span Redis reports as
   // latest_fork_usec. Optional: without it fork duration is the clone syscall's.
   bool attach_libc_fork(pid_t pid, std::string* why);
@@ -75,7 +76,7 @@ class Tracer {
   ProbeReport modes_;
   std::unique_ptr<::thptrace_bpf, SkelDeleter> skel_;
   std::vector<LinkPtr> links_;
-  std::map<pid_t, std::vector<LinkPtr>> redis_links_;
+  std::map<pid_t, std::vector<LinkPtr>> uprobe_links_;  // Redis and libc uprobes, by process
   std::unique_ptr<ring_buffer, RingDeleter> ring_;
   const std::function<void(const thptrace_event&)>* on_event_ = nullptr;
 };
