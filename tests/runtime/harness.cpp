@@ -165,9 +165,9 @@ std::string make_temp_dir(const std::string& prefix) {
   return tmpl;
 }
 
-RedisServer::RedisServer(const std::vector<std::string>& extra_args) {
+RedisServer::RedisServer(const std::vector<std::string>& extra_args, int port) {
   dir_ = make_temp_dir("thptrace-redis-");
-  port_ = free_port();
+  port_ = port ? port : free_port();
   std::vector<std::string> argv = {"redis-server", "--bind", "127.0.0.1", "--port", std::to_string(port_),
                                    "--dir", dir_, "--save", "", "--appendonly", "no", "--daemonize", "no",
                                    "--enable-debug-command", "local", "--logfile", dir_ + "/redis.log"};
@@ -249,6 +249,42 @@ nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read " + path);
   return nlohmann::json::parse(in);
+}
+
+std::optional<std::string> http_get(int port, const std::string& path) {
+  const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{5, 0};
+  ::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(s);
+    return std::nullopt;
+  }
+  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (::write(s, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
+    ::close(s);
+    return std::nullopt;
+  }
+  std::string resp;
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(s, buf, sizeof buf)) > 0) resp.append(buf, static_cast<size_t>(n));
+  ::close(s);
+  const auto body = resp.find("\r\n\r\n");
+  if (resp.rfind("HTTP/1.", 0) != 0 || body == std::string::npos) return std::nullopt;
+  return resp.substr(body + 4);
+}
+
+std::optional<double> metric_value(const std::string& scrape, const std::string& series) {
+  size_t pos = 0;
+  while ((pos = scrape.find(series + " ", pos)) != std::string::npos) {
+    if (pos == 0 || scrape[pos - 1] == '\n') return std::stod(scrape.substr(pos + series.size() + 1));
+    pos += series.size();
+  }
+  return std::nullopt;
 }
 
 namespace {

@@ -66,7 +66,8 @@ class Process {
 // A redis-server on 127.0.0.1, in its own temporary directory; shut down by the destructor.
 class RedisServer {
  public:
-  explicit RedisServer(const std::vector<std::string>& extra_args = {});
+  // port 0 picks a free one; a fixed port lets a test restart "the same" Redis.
+  explicit RedisServer(const std::vector<std::string>& extra_args = {}, int port = 0);
   ~RedisServer();
   int port() const { return port_; }
   pid_t pid() const { return proc_->pid(); }
@@ -91,6 +92,11 @@ std::vector<std::string> loaded_bpf_program_names();
 std::vector<std::string> leftover_thptrace_programs();
 
 nlohmann::json read_json(const std::string& path);
+
+// GET http://127.0.0.1:port/path; the body, or nullopt when nothing answered.
+std::optional<std::string> http_get(int port, const std::string& path);
+// The value of one series ("name{labels}" exactly as exposed, or a bare name) in a scrape.
+std::optional<double> metric_value(const std::string& scrape, const std::string& series);
 
 // Sets /sys/kernel/mm/transparent_hugepage/enabled for the scope and restores it after, also when
 // the test fails (destructor) or the process is interrupted (atexit and signal handler).

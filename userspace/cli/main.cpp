@@ -9,6 +9,7 @@
 #include "cli/capture.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "daemon/daemon.h"
 #include "loadgen/command.h"
 #include "thptrace/version.h"
 
@@ -21,6 +22,7 @@ namespace {
 const char* kUsage =
     "usage: thptrace --pid PID [--duration SECONDS] [--redis HOST:PORT] [--json PATH] [--force-fallback]\n"
     "       thptrace probe [--json]\n"
+    "       thptrace daemon [--config PATH] [--listen ADDR:PORT] [--redis HOST:PORT ...] [--pid PID ...] [--discover]\n"
     "       thptrace loadgen ...\n"
     "       thptrace --help | --version\n";
 
@@ -79,6 +81,7 @@ int capture_main(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     if (argc >= 2 && std::strcmp(argv[1], "probe") == 0) return cli::probe_main(argc - 1, argv + 1);
+    if (argc >= 2 && std::strcmp(argv[1], "daemon") == 0) return daemon::daemon_main(argc - 1, argv + 1);
     if (argc >= 2 && std::strcmp(argv[1], "loadgen") == 0) return loadgen::loadgen_main(argc - 1, argv + 1);
     if (argc < 2) {
       std::cerr << kUsage;

@@ -1,0 +1,122 @@
+// `thptrace daemon` against real redis-server processes: the real HTTP endpoint is scraped while
+// BGSAVE, a full sync and a Redis restart happen, and counters must move by the right amounts.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "harness.h"
+
+using namespace thptrace::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+class Daemon {
+ public:
+  Daemon(const std::vector<std::string>& args) : port_(free_port()) {
+    std::vector<std::string> argv = {thptrace_bin(), "daemon", "--listen", "127.0.0.1:" + std::to_string(port_)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    proc_ = std::make_unique<Process>(argv);
+  }
+  int port() const { return port_; }
+  Process& proc() { return *proc_; }
+  std::string scrape() { return http_get(port_, "/metrics").value_or(""); }
+  // Waits until `series` has a value satisfying pred; returns the last value seen.
+  template <typename Pred>
+  std::optional<double> wait_for(const std::string& series, Pred pred, std::chrono::seconds timeout = 30s) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    std::optional<double> v;
+    while (std::chrono::steady_clock::now() < until) {
+      v = metric_value(scrape(), series);
+      if (v && pred(*v)) return v;
+      std::this_thread::sleep_for(100ms);
+    }
+    return v;
+  }
+
+ private:
+  int port_;
+  std::unique_ptr<Process> proc_;
+};
+
+std::string series(const std::string& name, const std::string& target, const std::string& reason = "") {
+  return reason.empty() ? name + "{target=\"" + target + "\"}"
+                        : name + "{reason=\"" + reason + "\",target=\"" + target + "\"}";
+}
+
+bool promtool_clean(const std::string& scrape, std::string* out) {
+  const std::string dir = make_temp_dir("thptrace-scrape-");
+  {
+    std::ofstream f(dir + "/m.txt");
+    f << scrape;
+  }
+  Process p({"sh", "-c", "promtool check metrics < " + dir + "/m.txt"});
+  const auto code = p.wait(60s);
+  *out = p.out() + p.err();
+  std::filesystem::remove_all(dir);
+  return code == 0;
+}
+
+}  // namespace
+
+TEST(Daemon, CountsForksFollowsRestartsAndExitsClean) {
+  REQUIRE_BPF();
+  const int port = free_port();
+  auto redis = std::make_unique<RedisServer>(std::vector<std::string>{"--repl-diskless-sync", "no"}, port);
+  redis->cmd({"DEBUG", "POPULATE", "50000", "key", "400"});
+  const std::string target = redis->address();
+  Daemon d({"--redis", target, "--poll-interval-ms", "50"});
+  ASSERT_TRUE(d.wait_for(series("thptrace_redis_up", target), [](double v) { return v == 1; })) << d.proc().err();
+  const std::string scrape0 = d.scrape();
+  EXPECT_EQ(metric_value(scrape0, series("thptrace_forks_total", target, "bgsave")), 0);
+  EXPECT_EQ(metric_value(scrape0, series("thptrace_forks_total", target, "full_sync_disk")), 0);
+  std::string lint;
+  EXPECT_TRUE(promtool_clean(scrape0, &lint)) << lint;
+
+  // BGSAVE: one fork with its reason, its duration and lifetime observed once.
+  redis->cmd({"SET", "a", "b"});
+  redis->cmd({"BGSAVE"});
+  EXPECT_EQ(d.wait_for(series("thptrace_forks_total", target, "bgsave"), [](double v) { return v >= 1; }), 1);
+  std::string s = d.scrape();
+  EXPECT_EQ(metric_value(s, series("thptrace_fork_duration_seconds_count", target, "bgsave")), 1);
+  EXPECT_EQ(metric_value(s, series("thptrace_fork_child_lifetime_seconds_count", target, "bgsave")), 1);
+  EXPECT_GT(metric_value(s, series("thptrace_fork_duration_seconds_sum", target, "bgsave")).value_or(0), 0);
+  EXPECT_EQ(d.wait_for(series("thptrace_redis_forks_total", target), [](double v) { return v >= 1; }), 1);
+
+  // A full sync over disk to a fresh replica.
+  {
+    RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(port)});
+    EXPECT_EQ(d.wait_for(series("thptrace_forks_total", target, "full_sync_disk"), [](double v) { return v >= 1; }, 60s), 1);
+    EXPECT_EQ(d.wait_for(series("thptrace_redis_sync_full_total", target), [](double v) { return v >= 1; }), 1);
+  }
+  s = d.scrape();
+  EXPECT_EQ(metric_value(s, series("thptrace_forks_total", target, "bgsave")), 1);
+  EXPECT_TRUE(metric_value(s, "thptrace_redis_command_latency_seconds_count{target=\"" + target + "\"}"));
+  EXPECT_TRUE(promtool_clean(s, &lint)) << lint;
+
+  // Restart Redis on the same port: up goes 0 → 1 and forks of the new process are counted.
+  redis.reset();
+  EXPECT_EQ(d.wait_for(series("thptrace_redis_up", target), [](double v) { return v == 0; }), 0);
+  redis = std::make_unique<RedisServer>(std::vector<std::string>{}, port);
+  EXPECT_EQ(d.wait_for(series("thptrace_redis_up", target), [](double v) { return v == 1; }), 1);
+  std::this_thread::sleep_for(1500ms);  // the daemon re-attaches to the new pid on its next INFO
+  redis->cmd({"SET", "a", "b"});
+  redis->cmd({"BGSAVE"});
+  EXPECT_EQ(d.wait_for(series("thptrace_forks_total", target, "bgsave"), [](double v) { return v >= 2; }), 2)
+      << d.proc().err();
+
+  d.proc().signal(SIGTERM);
+  EXPECT_EQ(d.proc().wait(30s), 0) << d.proc().err();
+  EXPECT_EQ(leftover_thptrace_programs(), std::vector<std::string>{});
+}
+
+TEST(Daemon, BadConfigIsAUsageError) {
+  Process a({thptrace_bin(), "daemon", "--config", "/nonexistent/thptrace.conf"});
+  EXPECT_EQ(a.wait(30s), 2) << a.err();
+  Process b({thptrace_bin(), "daemon"});
+  EXPECT_EQ(b.wait(30s), 2) << b.err();
+  Process c({thptrace_bin(), "daemon", "--redis", "nohostport"});
+  EXPECT_EQ(c.wait(30s), 2) << c.err();
+}

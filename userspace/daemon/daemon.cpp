@@ -1,0 +1,266 @@
+#include "daemon/daemon.h"
+
+#include <dirent.h>
+#include <fmt/core.h>
+
+#include <algorithm>
+
+#include "cli/capture.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "correlate/correlator.h"
+#include "proc/proc.h"
+#include "proc/sampler.h"
+
+namespace thptrace::daemon {
+namespace {
+
+constexpr uint64_t kRecentNs = 10ull * 60 * 1'000'000'000;  // INFO history kept for fork reasons
+constexpr auto kHousekeeping = std::chrono::seconds(1);
+constexpr auto kDiscoverEvery = std::chrono::seconds(5);
+
+std::vector<pid_t> redis_server_pids() {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0) continue;
+    const auto comm = proc::read_file("/proc/" + std::string(e->d_name) + "/comm", 64);
+    if (comm && comm->rfind("redis-server", 0) == 0) out.push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(d);
+  return out;
+}
+
+}  // namespace
+
+std::string address_from_title(const std::string& cmdline) {
+  // Redis rewrites its title to "redis-server HOST:PORT" (plus " [cluster]" and the like).
+  std::string title = cmdline;
+  std::replace(title.begin(), title.end(), '\0', ' ');
+  const auto sp = title.find(' ');
+  if (sp == std::string::npos) return {};
+  std::string addr = title.substr(sp + 1);
+  addr = addr.substr(0, addr.find(' '));
+  auto parsed = redis::parse_address(addr);
+  if (!parsed) return {};
+  if (parsed->host == "*" || parsed->host == "0.0.0.0" || parsed->host == "::" || parsed->host.empty())
+    parsed->host = "127.0.0.1";
+  return parsed->str();
+}
+
+Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
+  if (!options_.redis_password_file.empty()) {
+    auto pw = redis::read_password_file(options_.redis_password_file);
+    if (!pw) throw FatalError(kExitUsage, "cannot read the password file " + options_.redis_password_file + ".");
+    password_ = *pw;
+  }
+  if (::access("/sys/kernel/btf/vmlinux", R_OK) != 0)
+    throw FatalError(kExitRuntime, "this kernel exposes no BTF (/sys/kernel/btf/vmlinux is missing): thptrace "
+                                   "needs a kernel built with CONFIG_DEBUG_INFO_BTF=y.");
+  // The redis family's mode is decided by the installed redis-server; each process is checked again
+  // when its uprobes are attached.
+  const std::string redis_binary = ::access("/usr/bin/redis-server", R_OK) == 0 ? "/usr/bin/redis-server" : "";
+  modes_ = tracer::choose_modes(options_.force_fallback, redis_binary);
+  tracer_ = std::make_unique<tracer::Tracer>(modes_, tracer::TracerOptions{.ringbuf_bytes = options_.ringbuf_kb * 1024});
+  tracer_->attach();
+  metrics_.set_probe_modes(modes_);
+  for (const auto& text : options_.redis) {
+    const auto addr = redis::parse_address(text);
+    if (!addr) throw FatalError(kExitUsage, "--redis " + text + ": expected HOST:PORT.");
+    add_target(addr->str(), addr, 0, false);
+  }
+  for (const int pid : options_.pids) {
+    const auto st = proc::read_status(pid);
+    if (!st) throw FatalError(kExitUsage, fmt::format("no process with pid {} exists.", pid));
+    add_target(st->name, std::nullopt, pid, false);
+  }
+  metrics_.serve(options_.listen);
+}
+
+Daemon::~Daemon() {
+  for (auto& t : targets_)
+    if (t->watcher) t->watcher->stop();
+}
+
+Daemon::Target& Daemon::add_target(const std::string& label, std::optional<redis::Address> address, pid_t pid,
+                                   bool discovered) {
+  auto t = std::make_unique<Target>();
+  t->label = label;
+  t->address = address;
+  t->discovered = discovered;
+  metrics_.add_target(label);
+  if (pid) follow_pid(*t, pid);
+  if (address) {
+    Target* raw = t.get();
+    t->watcher = std::make_unique<redis::Watcher>(redis::Watcher::Options{
+        .address = *address,
+        .password = password_,
+        .interval = std::chrono::milliseconds(options_.poll_interval_ms),
+        .keep_history = false,
+        .on_snapshot = [this, raw](const redis::Snapshot& s) {
+          std::lock_guard lock(inbox_mu_);
+          inbox_.emplace_back(raw, s);
+        }});
+  }
+  targets_.push_back(std::move(t));
+  return *targets_.back();
+}
+
+void Daemon::follow_pid(Target& t, pid_t pid) {
+  if (t.pid == pid) return;
+  if (t.pid) {
+    tracer_->unwatch(t.pid);
+    tracer_->detach_uprobes(t.pid);
+    log::debug("{}: pid {} replaced by {}", t.label, t.pid, pid);
+  }
+  t.pid = pid;
+  t.last = {};
+  if (!pid) return;
+  tracer_->watch(pid);
+  std::string why;
+  if (modes_.redis.mode == tracer::Mode::uprobe && !tracer_->attach_redis(pid, &why))
+    log::warn("{}: {}; fork reasons come from INFO", t.label, why);
+  if (!tracer_->attach_libc_fork(pid, &why)) log::debug("{}: {}", t.label, why);
+}
+
+Daemon::Target* Daemon::target_of(pid_t tgid) {
+  for (auto& t : targets_)
+    if (t->pid == tgid) return t.get();
+  return nullptr;
+}
+
+void Daemon::drain_snapshots() {
+  std::vector<std::pair<Target*, redis::Snapshot>> batch;
+  {
+    std::lock_guard lock(inbox_mu_);
+    batch.swap(inbox_);
+  }
+  for (auto& [t, s] : batch) {
+    metrics_.set_redis(t->label, s);
+    if (!s.up) continue;
+    // A new process_id is a restart: trace the new process, release the old one.
+    if (s.process_id > 0 && s.process_id != t->pid && proc::process_exists(static_cast<pid_t>(s.process_id)))
+      follow_pid(*t, static_cast<pid_t>(s.process_id));
+    s.latency.reset();  // not needed for reasons; keeps the history small
+    t->recent.push_back(std::move(s));
+    while (!t->recent.empty() && t->recent.back().ts_ns - t->recent.front().ts_ns > kRecentNs) t->recent.pop_front();
+  }
+}
+
+void Daemon::on_event(const thptrace_event& e) {
+  Target* t = target_of(static_cast<pid_t>(e.tgid));
+  if (!t) return;
+  switch (e.type) {
+    case EV_FORK:
+      metrics_.on_fork_started(t->label);
+      break;
+    case EV_CHILD_EXIT: {
+      correlate::ForkEpisode ep = correlate::episode_from_kernel(e.episode);
+      if (ep.reason == correlate::Reason::unknown && !t->recent.empty()) {
+        const std::vector<redis::Snapshot> timeline(t->recent.begin(), t->recent.end());
+        ep.reason = correlate::reason_from_redis(timeline, ep.fork_ts_ns, ep.exit_ts_ns, "");
+      }
+      metrics_.on_episode(t->label, ep);
+      if (modes_.cow_fault.mode != tracer::Mode::fentry)
+        pending_splits_.push_back({t->label, ep.fork_ts_ns, ep.exit_ts_ns});
+      break;
+    }
+    case EV_STALL:
+      metrics_.on_stall(t->label, e.value == STALL_COMPACTION, static_cast<double>(e.ts_ns - e.start_ns) / 1e9);
+      break;
+    case EV_TARGET_EXIT:
+      log::debug("{}: pid {} exited", t->label, t->pid);
+      follow_pid(*t, 0);
+      break;
+    default:
+      break;
+  }
+}
+
+void Daemon::housekeeping() {
+  const auto sys = proc::read_system_info();
+  metrics_.set_thp_mode(sys.thp_enabled, sys.thp_defrag);
+  const uint64_t now = proc::monotonic_ns();
+  const auto vm = proc::read_vmstat();
+  if (auto it = vm.find("thp_split_pmd"); it != vm.end()) split_samples_.emplace_back(now, it->second);
+  while (!split_samples_.empty() && now - split_samples_.front().first > kRecentNs) split_samples_.pop_front();
+
+  for (auto& t : targets_) {
+    if (t->pid && !proc::process_exists(t->pid)) follow_pid(*t, 0);
+    if (!t->pid) continue;
+    if (const auto k = tracer_->target(t->pid)) {
+      metrics_.add_cow_faults(t->label, k->cow_faults - t->last.cow_faults, k->child_cow_faults - t->last.child_cow_faults);
+      const uint64_t splits = modes_.cow_fault.mode == tracer::Mode::fentry ? k->thp_splits - t->last.thp_splits : 0;
+      metrics_.add_thp(t->label, splits, k->thp_collapses - t->last.thp_collapses);
+      t->last = *k;
+    }
+    const auto s = proc::take_sample(t->pid);
+    if (s.target_alive) metrics_.set_memory(t->label, s.rss_kb * 1024, s.anon_huge_pages_kb * 1024, s.thp_enabled);
+  }
+
+  // Fallback mode: THP splits of a fork window from /proc/vmstat, once a sample after it exists.
+  std::erase_if(pending_splits_, [&](const PendingSplits& p) {
+    if (split_samples_.empty() || split_samples_.back().first < p.to_ns) return false;
+    uint64_t before = 0, after = 0;
+    for (const auto& [ts, v] : split_samples_) {
+      if (ts <= p.from_ns) before = v;
+      if (ts >= p.to_ns) {
+        after = v;
+        break;
+      }
+    }
+    if (before && after > before) metrics_.add_thp(p.target, after - before, 0);
+    return true;
+  });
+
+  const uint64_t dropped = tracer_->dropped();
+  if (dropped > last_dropped_) metrics_.add_dropped(dropped - last_dropped_);
+  last_dropped_ = dropped;
+}
+
+void Daemon::discover() {
+  for (const pid_t pid : redis_server_pids()) {
+    if (target_of(pid)) continue;
+    const std::string addr_text = address_from_title(proc::read_file("/proc/" + std::to_string(pid) + "/cmdline", 4096).value_or(""));
+    const auto addr = redis::parse_address(addr_text);
+    // An instance already watched by address picks up its new pid through INFO.
+    const bool known = addr && std::any_of(targets_.begin(), targets_.end(), [&](const auto& t) {
+      return t->address && t->address->str() == addr->str();
+    });
+    if (known) continue;
+    log::debug("discovered redis-server pid {} ({})", pid, addr_text);
+    // A title without an address (rare) gets a shared label: labels never carry a pid.
+    add_target(addr ? addr->str() : std::string("redis-server"), addr, pid, true);
+  }
+}
+
+int Daemon::run() {
+  fmt::print(stderr, "thptrace: daemon serving metrics on http://{}/metrics\n", options_.listen);
+  auto next_housekeeping = std::chrono::steady_clock::now();
+  auto next_discover = next_housekeeping;
+  const auto handle = [this](const thptrace_event& e) { on_event(e); };
+  while (!cli::stop_requested()) {
+    const int n = tracer_->poll(100, handle);
+    if (n < 0 && n != -EINTR) {
+      log::warn("ring buffer poll failed: {}", std::strerror(-n));
+      return kExitRuntime;
+    }
+    drain_snapshots();
+    const auto now = std::chrono::steady_clock::now();
+    if (options_.discover && now >= next_discover) {
+      discover();
+      next_discover = now + kDiscoverEvery;
+    }
+    if (now >= next_housekeeping) {
+      housekeeping();
+      next_housekeeping = now + kHousekeeping;
+    }
+  }
+  fmt::print(stderr, "thptrace: daemon stopping\n");
+  return kExitOk;
+}
+
+}  // namespace thptrace::daemon

@@ -1,0 +1,86 @@
+#pragma once
+// `thptrace daemon`: the always-on exporter. Watches the Redis instances it is given (and, with
+// --discover, every local redis-server), follows their pids across restarts, keeps the kernel side
+// running while Redis is down, and serves Prometheus metrics.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/metrics.h"
+#include "redis/watcher.h"
+#include "tracer/tracer.h"
+
+namespace thptrace::daemon {
+
+struct DaemonOptions {
+  std::string listen = "127.0.0.1:9966";
+  std::vector<std::string> redis;  // HOST:PORT
+  std::vector<int> pids;
+  std::string redis_password_file;
+  bool discover = false;
+  int poll_interval_ms = 100;
+  bool force_fallback = false;
+  size_t ringbuf_kb = 256;
+};
+
+// Parses flags and the config file (flags win). Throws FatalError(kExitUsage) on bad input.
+// Returns nullopt after printing --help.
+std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv);
+int daemon_main(int argc, char** argv);
+
+// A redis-server's listening address from its process title ("redis-server 127.0.0.1:6379"), as
+// HOST:PORT with a wildcard host replaced by 127.0.0.1; "" when the title has none.
+std::string address_from_title(const std::string& cmdline);
+
+class Daemon {
+ public:
+  explicit Daemon(DaemonOptions options);
+  ~Daemon();
+  // Runs until SIGINT/SIGTERM. Returns the exit code.
+  int run();
+
+ private:
+  struct Target {
+    std::string label;
+    std::optional<redis::Address> address;
+    pid_t pid = 0;
+    bool discovered = false;
+    std::unique_ptr<redis::Watcher> watcher;
+    std::deque<redis::Snapshot> recent;  // the last minutes, for fork reasons from INFO
+    thptrace_target last{};               // kernel counters already exported
+  };
+  struct PendingSplits {
+    std::string target;
+    uint64_t from_ns, to_ns;
+  };
+
+  Target& add_target(const std::string& label, std::optional<redis::Address> address, pid_t pid, bool discovered);
+  void follow_pid(Target& t, pid_t pid);
+  void drain_snapshots();
+  void housekeeping();
+  void discover();
+  void on_event(const thptrace_event& e);
+  Target* target_of(pid_t tgid);
+
+  DaemonOptions options_;
+  std::string password_;
+  tracer::ProbeReport modes_;
+  std::unique_ptr<tracer::Tracer> tracer_;
+  Metrics metrics_;
+  std::vector<std::unique_ptr<Target>> targets_;
+  std::mutex inbox_mu_;
+  std::vector<std::pair<Target*, redis::Snapshot>> inbox_;
+  std::deque<std::pair<uint64_t, uint64_t>> split_samples_;  // (ts, thp_split_pmd)
+  std::vector<PendingSplits> pending_splits_;
+  uint64_t last_dropped_ = 0;
+};
+
+}  // namespace thptrace::daemon

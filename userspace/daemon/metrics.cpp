@@ -1,0 +1,255 @@
+#include "daemon/metrics.h"
+
+#include <cmath>
+#include <limits>
+
+#include "common/error.h"
+#include "thptrace/version.h"
+
+namespace thptrace::daemon {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using prometheus::Histogram;
+
+const Histogram::BucketBoundaries kForkSeconds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                                  0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5};
+const Histogram::BucketBoundaries kLifetimeSeconds = {0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800};
+const Histogram::BucketBoundaries kStallSeconds = {0.00001, 0.0001, 0.001, 0.01, 0.1, 1, 10};
+Histogram::BucketBoundaries cow_fault_buckets() {
+  Histogram::BucketBoundaries b;
+  for (double v = 1; v <= std::pow(4.0, 12); v *= 4) b.push_back(v);
+  return b;
+}
+
+prometheus::ClientMetric::Label target_label(const std::string& t) { return {"target", t}; }
+
+}  // namespace
+
+void RedisMirror::update(const std::string& target, const redis::Snapshot& s) {
+  std::lock_guard lock(mu_);
+  latest_[target] = s;
+}
+
+void RedisMirror::forget(const std::string& target) {
+  std::lock_guard lock(mu_);
+  latest_.erase(target);
+}
+
+std::vector<prometheus::MetricFamily> RedisMirror::Collect() const {
+  using prometheus::ClientMetric;
+  using prometheus::MetricFamily;
+  using prometheus::MetricType;
+  MetricFamily forks{"thptrace_redis_forks_total", "Forks Redis has made since it started (INFO total_forks).",
+                     MetricType::Counter, {}};
+  MetricFamily syncs{"thptrace_redis_sync_full_total", "Full resynchronizations Redis has served (INFO sync_full).",
+                     MetricType::Counter, {}};
+  MetricFamily latency{"thptrace_redis_command_latency_seconds",
+                       "Redis's server-side command latency (LATENCY HISTOGRAM summed over commands; power-of-two "
+                       "microsecond buckets; _sum is estimated from the buckets).",
+                       MetricType::Histogram, {}};
+  std::lock_guard lock(mu_);
+  for (const auto& [target, s] : latest_) {
+    if (!s.up) continue;
+    ClientMetric f;
+    f.label = {target_label(target)};
+    f.counter.value = static_cast<double>(s.total_forks);
+    forks.metric.push_back(f);
+    ClientMetric y;
+    y.label = {target_label(target)};
+    y.counter.value = static_cast<double>(s.sync_full);
+    syncs.metric.push_back(y);
+    if (!s.latency) continue;
+    ClientMetric h;
+    h.label = {target_label(target)};
+    double sum = 0;
+    uint64_t below = 0;
+    for (size_t i = 0; i < redis::LatencyHistogram::kBuckets; ++i) {
+      const double upper = std::ldexp(1.0, static_cast<int>(i)) / 1e6;
+      const uint64_t cum = s.latency->cumulative[i];
+      // Every call in bucket i took between 2^(i-1) and 2^i µs: count it at three quarters of the bound.
+      sum += static_cast<double>(cum - below) * upper * 0.75;
+      below = cum;
+      h.histogram.bucket.push_back({cum, upper});
+    }
+    h.histogram.bucket.push_back({s.latency->total(), std::numeric_limits<double>::infinity()});
+    h.histogram.sample_count = s.latency->total();
+    h.histogram.sample_sum = sum;
+    latency.metric.push_back(h);
+  }
+  return {forks, syncs, latency};
+}
+
+Metrics::Metrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      mirror_(std::make_shared<RedisMirror>()),
+      forks_(BuildCounter().Name("thptrace_forks_total").Help("Forks of a watched process, by reason.").Register(*registry_)),
+      fork_duration_(BuildHistogram()
+                         .Name("thptrace_fork_duration_seconds")
+                         .Help("Time the parent spent in fork() (libc call, else the clone syscall).")
+                         .Register(*registry_)),
+      child_lifetime_(BuildHistogram()
+                          .Name("thptrace_fork_child_lifetime_seconds")
+                          .Help("Time from fork to the child's exit.")
+                          .Register(*registry_)),
+      fork_cow_faults_(BuildHistogram()
+                           .Name("thptrace_fork_cow_faults")
+                           .Help("Copy-on-write faults the parent took while one fork child lived.")
+                           .Register(*registry_)),
+      cow_faults_(BuildCounter()
+                      .Name("thptrace_cow_faults_total")
+                      .Help("Write faults on present pages taken by the watched process.")
+                      .Register(*registry_)),
+      child_cow_faults_(BuildCounter()
+                            .Name("thptrace_child_cow_faults_total")
+                            .Help("Write faults on present pages taken by the watched process's fork children.")
+                            .Register(*registry_)),
+      thp_splits_(BuildCounter()
+                      .Name("thptrace_thp_splits_total")
+                      .Help("Huge PMDs split by copy-on-write in the watched process (fentry mode) or system-wide "
+                            "during its fork windows (/proc/vmstat thp_split_pmd).")
+                      .Register(*registry_)),
+      thp_collapses_(BuildCounter()
+                         .Name("thptrace_thp_collapses_total")
+                         .Help("khugepaged collapses of the watched process's memory.")
+                         .Register(*registry_)),
+      stall_(BuildHistogram()
+                 .Name("thptrace_stall_seconds")
+                 .Help("Direct compaction and direct reclaim stalls of the watched process, by kind.")
+                 .Register(*registry_)),
+      in_progress_(BuildGauge()
+                       .Name("thptrace_fork_in_progress")
+                       .Help("Fork children of the watched process alive now.")
+                       .Register(*registry_)),
+      anon_huge_(BuildGauge()
+                     .Name("thptrace_anon_huge_pages_bytes")
+                     .Help("AnonHugePages of the watched process (smaps_rollup).")
+                     .Register(*registry_)),
+      rss_(BuildGauge().Name("thptrace_rss_bytes").Help("Resident set of the watched process.").Register(*registry_)),
+      thp_info_(BuildGauge()
+                    .Name("thptrace_thp_enabled_info")
+                    .Help("The system's THP modes (/sys/kernel/mm/transparent_hugepage).")
+                    .Register(*registry_)),
+      thp_process_(BuildGauge()
+                       .Name("thptrace_thp_process_enabled")
+                       .Help("1 unless the watched process opted out of THP (THP_enabled: 0, e.g. Redis disable-thp).")
+                       .Register(*registry_)),
+      dropped_(BuildCounter()
+                   .Name("thptrace_events_dropped_total")
+                   .Help("Kernel events lost because the ring buffer was full.")
+                   .Register(*registry_)),
+      probe_info_(BuildGauge()
+                      .Name("thptrace_probe_info")
+                      .Help("Attach mode of each probe family on this kernel.")
+                      .Register(*registry_)),
+      redis_up_(BuildGauge().Name("thptrace_redis_up").Help("1 when Redis answered the last poll.").Register(*registry_)),
+      cow_size_(BuildGauge()
+                    .Name("thptrace_redis_current_cow_size_bytes")
+                    .Help("Redis INFO current_cow_size of the live fork child.")
+                    .Register(*registry_)),
+      fork_ratio_(BuildGauge()
+                      .Name("thptrace_redis_current_fork_ratio")
+                      .Help("Redis INFO current_fork_perc / 100: progress of the live fork child.")
+                      .Register(*registry_)),
+      keys_processed_(BuildGauge()
+                          .Name("thptrace_redis_current_save_keys_processed")
+                          .Help("Redis INFO current_save_keys_processed.")
+                          .Register(*registry_)),
+      latest_fork_(BuildGauge()
+                       .Name("thptrace_redis_latest_fork_seconds")
+                       .Help("Redis INFO latest_fork_usec, in seconds.")
+                       .Register(*registry_)),
+      build_info_(BuildGauge().Name("thptrace_build_info").Help("thptrace's version.").Register(*registry_)) {
+  build_info_.Add({{"version", kVersion}}).Set(1);
+  dropped_.Add({});
+}
+
+void Metrics::serve(const std::string& addr) {
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(addr);
+  } catch (const std::exception& e) {
+    throw FatalError(kExitRuntime, "cannot listen on " + addr + " for the metrics endpoint: " + e.what());
+  }
+  exposer_->RegisterCollectable(registry_);
+  exposer_->RegisterCollectable(mirror_);
+}
+
+void Metrics::add_target(const std::string& t) {
+  for (const auto r : correlate::kAllReasons) {
+    const prometheus::Labels l = {{"target", t}, {"reason", correlate::reason_name(r)}};
+    forks_.Add(l);
+    fork_duration_.Add(l, kForkSeconds);
+    child_lifetime_.Add(l, kLifetimeSeconds);
+    fork_cow_faults_.Add(l, cow_fault_buckets());
+  }
+  for (const char* kind : {"compaction", "reclaim"}) stall_.Add({{"target", t}, {"kind", kind}}, kStallSeconds);
+  cow_faults_.Add({{"target", t}});
+  child_cow_faults_.Add({{"target", t}});
+  thp_splits_.Add({{"target", t}});
+  thp_collapses_.Add({{"target", t}});
+  in_progress_.Add({{"target", t}});
+  redis_up_.Add({{"target", t}});
+}
+
+void Metrics::set_probe_modes(const tracer::ProbeReport& m) {
+  const std::pair<const char*, const tracer::FamilyChoice*> families[] = {
+      {"fork", &m.fork}, {"cow_fault", &m.cow_fault}, {"thp", &m.thp}, {"stall", &m.stall}, {"redis", &m.redis}};
+  for (const auto& [family, c] : families) probe_info_.Add({{"family", family}, {"mode", tracer::mode_name(c->mode)}}).Set(1);
+}
+
+void Metrics::set_thp_mode(const std::string& enabled, const std::string& defrag) {
+  std::lock_guard lock(mu_);
+  if (thp_mode_ == std::make_pair(enabled, defrag)) return;
+  if (!thp_mode_.first.empty() || !thp_mode_.second.empty())
+    thp_info_.Remove(&thp_info_.Add({{"enabled", thp_mode_.first}, {"defrag", thp_mode_.second}}));
+  thp_mode_ = {enabled, defrag};
+  thp_info_.Add({{"enabled", enabled}, {"defrag", defrag}}).Set(1);
+}
+
+void Metrics::on_fork_started(const std::string& t) { in_progress_.Add({{"target", t}}).Increment(); }
+
+void Metrics::on_episode(const std::string& t, const correlate::ForkEpisode& e) {
+  const prometheus::Labels l = {{"target", t}, {"reason", correlate::reason_name(e.reason)}};
+  forks_.Add(l).Increment();
+  if (e.fork_duration_us) fork_duration_.Add(l, kForkSeconds).Observe(*e.fork_duration_us / 1e6);
+  if (e.child_lifetime_ms) child_lifetime_.Add(l, kLifetimeSeconds).Observe(*e.child_lifetime_ms / 1e3);
+  fork_cow_faults_.Add(l, cow_fault_buckets()).Observe(static_cast<double>(e.cow_faults));
+  auto& g = in_progress_.Add({{"target", t}});
+  if (g.Value() > 0) g.Decrement();
+}
+
+void Metrics::on_stall(const std::string& t, bool compaction, double seconds) {
+  stall_.Add({{"target", t}, {"kind", compaction ? "compaction" : "reclaim"}}, kStallSeconds).Observe(seconds);
+}
+
+void Metrics::add_cow_faults(const std::string& t, uint64_t parent, uint64_t child) {
+  cow_faults_.Add({{"target", t}}).Increment(static_cast<double>(parent));
+  child_cow_faults_.Add({{"target", t}}).Increment(static_cast<double>(child));
+}
+
+void Metrics::add_thp(const std::string& t, uint64_t splits, uint64_t collapses) {
+  thp_splits_.Add({{"target", t}}).Increment(static_cast<double>(splits));
+  thp_collapses_.Add({{"target", t}}).Increment(static_cast<double>(collapses));
+}
+
+void Metrics::add_dropped(uint64_t n) { dropped_.Add({}).Increment(static_cast<double>(n)); }
+
+void Metrics::set_memory(const std::string& t, uint64_t rss, uint64_t anon_huge, std::optional<bool> thp_enabled) {
+  rss_.Add({{"target", t}}).Set(static_cast<double>(rss));
+  anon_huge_.Add({{"target", t}}).Set(static_cast<double>(anon_huge));
+  if (thp_enabled) thp_process_.Add({{"target", t}}).Set(*thp_enabled ? 1 : 0);
+}
+
+void Metrics::set_redis(const std::string& t, const redis::Snapshot& s) {
+  redis_up_.Add({{"target", t}}).Set(s.up ? 1 : 0);
+  mirror_->update(t, s);
+  if (!s.up) return;
+  cow_size_.Add({{"target", t}}).Set(static_cast<double>(s.current_cow_size));
+  fork_ratio_.Add({{"target", t}}).Set(s.current_fork_perc / 100.0);
+  keys_processed_.Add({{"target", t}}).Set(static_cast<double>(s.current_save_keys_processed));
+  latest_fork_.Add({{"target", t}}).Set(static_cast<double>(s.latest_fork_usec) / 1e6);
+}
+
+}  // namespace thptrace::daemon

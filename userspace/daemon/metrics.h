@@ -1,0 +1,88 @@
+#pragma once
+// The daemon's Prometheus metrics (design.md §4), served by prometheus-cpp's pull exposer. Labels are
+// bounded: target (a Redis address or a process title), reason, kind, family, mode — never a pid.
+
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "correlate/episode.h"
+#include "redis/watcher.h"
+#include "tracer/probe.h"
+
+namespace thptrace::daemon {
+
+// Figures mirrored from Redis as they are (counters Redis keeps itself, and its latency histogram),
+// which prometheus-cpp's own metric types cannot hold: a counter there can only be incremented.
+class RedisMirror : public prometheus::Collectable {
+ public:
+  void update(const std::string& target, const redis::Snapshot& s);
+  void forget(const std::string& target);
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, redis::Snapshot> latest_;
+};
+
+class Metrics {
+ public:
+  Metrics();
+  // Starts serving /metrics on addr ("HOST:PORT"). Throws FatalError when it cannot listen.
+  void serve(const std::string& addr);
+
+  // Creates every labelled series of a target at zero, so rate() and increase() see the first event.
+  void add_target(const std::string& target);
+  void set_probe_modes(const tracer::ProbeReport& modes);
+  void set_thp_mode(const std::string& enabled, const std::string& defrag);
+
+  void on_fork_started(const std::string& target);
+  void on_episode(const std::string& target, const correlate::ForkEpisode& e);
+  void on_stall(const std::string& target, bool compaction, double seconds);
+  void add_cow_faults(const std::string& target, uint64_t parent, uint64_t child);
+  void add_thp(const std::string& target, uint64_t splits, uint64_t collapses);
+  void add_dropped(uint64_t n);
+  void set_memory(const std::string& target, uint64_t rss_bytes, uint64_t anon_huge_bytes, std::optional<bool> thp_enabled);
+  void set_redis(const std::string& target, const redis::Snapshot& s);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<RedisMirror> mirror_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  prometheus::Family<prometheus::Counter>& forks_;
+  prometheus::Family<prometheus::Histogram>& fork_duration_;
+  prometheus::Family<prometheus::Histogram>& child_lifetime_;
+  prometheus::Family<prometheus::Histogram>& fork_cow_faults_;
+  prometheus::Family<prometheus::Counter>& cow_faults_;
+  prometheus::Family<prometheus::Counter>& child_cow_faults_;
+  prometheus::Family<prometheus::Counter>& thp_splits_;
+  prometheus::Family<prometheus::Counter>& thp_collapses_;
+  prometheus::Family<prometheus::Histogram>& stall_;
+  prometheus::Family<prometheus::Gauge>& in_progress_;
+  prometheus::Family<prometheus::Gauge>& anon_huge_;
+  prometheus::Family<prometheus::Gauge>& rss_;
+  prometheus::Family<prometheus::Gauge>& thp_info_;
+  prometheus::Family<prometheus::Gauge>& thp_process_;
+  prometheus::Family<prometheus::Counter>& dropped_;
+  prometheus::Family<prometheus::Gauge>& probe_info_;
+  prometheus::Family<prometheus::Gauge>& redis_up_;
+  prometheus::Family<prometheus::Gauge>& cow_size_;
+  prometheus::Family<prometheus::Gauge>& fork_ratio_;
+  prometheus::Family<prometheus::Gauge>& keys_processed_;
+  prometheus::Family<prometheus::Gauge>& latest_fork_;
+  prometheus::Family<prometheus::Gauge>& build_info_;
+  std::mutex mu_;
+  std::pair<std::string, std::string> thp_mode_;
+};
+
+}  // namespace thptrace::daemon

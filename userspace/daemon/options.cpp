@@ -1,0 +1,76 @@
+// `thptrace daemon` flags and config file (Boost.Program_options; a flag wins over the file).
+#include <boost/program_options.hpp>
+#include <fstream>
+#include <iostream>
+
+#include "cli/capture.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "daemon/daemon.h"
+#include "redis/client.h"
+
+namespace po = boost::program_options;
+
+namespace thptrace::daemon {
+
+std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
+  po::options_description desc("thptrace daemon: Prometheus exporter of fork, COW and THP figures");
+  desc.add_options()("help,h", "show this help")("config", po::value<std::string>(), "config file (INI: key = value)")(
+      "listen", po::value<std::string>()->default_value("127.0.0.1:9966"), "HOST:PORT of the /metrics endpoint")(
+      "redis", po::value<std::vector<std::string>>()->composing(), "Redis HOST:PORT to watch (repeatable)")(
+      "pid", po::value<std::vector<int>>()->composing(), "process to watch without Redis (repeatable)")(
+      "redis-password-file", po::value<std::string>(), "file whose first line is the Redis password")(
+      "discover", po::value<bool>()->default_value(false)->implicit_value(true), "also watch every local redis-server")(
+      "poll-interval-ms", po::value<int>()->default_value(100), "Redis INFO poll interval, ms")(
+      "force-fallback", "use the fallback attach mode of every probe family")(
+      "ringbuf-kb", po::value<size_t>()->default_value(256), "ring buffer size, KiB")(
+      "verbose,v", "print libbpf's messages and debug lines");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    if (vm.count("config")) {
+      const std::string path = vm["config"].as<std::string>();
+      std::ifstream in(path);
+      if (!in) throw FatalError(kExitUsage, "cannot read the config file " + path + ".");
+      po::store(po::parse_config_file(in, desc), vm);
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw FatalError(kExitUsage, std::string("daemon: ") + e.what() + " (see thptrace daemon --help).");
+  }
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return std::nullopt;
+  }
+  DaemonOptions o;
+  o.listen = vm["listen"].as<std::string>();
+  if (!redis::parse_address(o.listen)) throw FatalError(kExitUsage, "--listen " + o.listen + ": expected HOST:PORT.");
+  if (vm.count("redis")) o.redis = vm["redis"].as<std::vector<std::string>>();
+  for (const auto& r : o.redis)
+    if (!redis::parse_address(r)) throw FatalError(kExitUsage, "--redis " + r + ": expected HOST:PORT.");
+  if (vm.count("pid")) o.pids = vm["pid"].as<std::vector<int>>();
+  for (const int p : o.pids)
+    if (p <= 0) throw FatalError(kExitUsage, "--pid " + std::to_string(p) + ": expected a positive process id.");
+  if (vm.count("redis-password-file")) o.redis_password_file = vm["redis-password-file"].as<std::string>();
+  o.discover = vm["discover"].as<bool>();
+  o.poll_interval_ms = vm["poll-interval-ms"].as<int>();
+  if (o.poll_interval_ms < 10 || o.poll_interval_ms > 60000)
+    throw FatalError(kExitUsage, "--poll-interval-ms: expected 10 to 60000.");
+  o.force_fallback = vm.count("force-fallback") > 0;
+  o.ringbuf_kb = vm["ringbuf-kb"].as<size_t>();
+  if (o.ringbuf_kb < 4 || o.ringbuf_kb > 1024 * 1024) throw FatalError(kExitUsage, "--ringbuf-kb: expected 4 to 1048576.");
+  if (o.redis.empty() && o.pids.empty() && !o.discover)
+    throw FatalError(kExitUsage, "nothing to watch: give --redis, --pid or --discover (see thptrace daemon --help).");
+  log::set_verbose(vm.count("verbose") > 0);
+  return o;
+}
+
+int daemon_main(int argc, char** argv) {
+  const auto options = parse_daemon_options(argc, argv);
+  if (!options) return kExitOk;
+  cli::install_stop_handlers();
+  Daemon d(*options);
+  return d.run();
+}
+
+}  // namespace thptrace::daemon
