@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# `cmake --install` installs the binary, the systemd unit and the config; `cpack` builds a .deb that
+# carries them, marks the config as a conffile and depends on Debian's library packages.
+# usage: package_check.sh BUILD_DIR
+set -uo pipefail
+build=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+check() {
+  local name=$1
+  shift
+  if "$@" >"$tmp/out" 2>&1; then
+    echo "PASS $name"
+    passed=$((passed + 1))
+  else
+    echo "FAIL $name"
+    sed 's/^/    /' "$tmp/out"
+    failed=$((failed + 1))
+  fi
+}
+has_files() {
+  local root=$1
+  for f in usr/bin/thptrace usr/lib/systemd/system/thptrace.service etc/thptrace/thptrace.conf \
+    usr/share/thptrace/thptrace.rules.yml usr/share/thptrace/thptrace.json; do
+    [ -f "$root/$f" ] || { echo "missing $f"; return 1; }
+  done
+}
+check "cmake --install" env DESTDIR="$tmp/stage" cmake --install "$build" --prefix /usr
+check "installed files" has_files "$tmp/stage"
+check "cpack -G DEB" cpack -G DEB -B "$tmp/pkg" --config "$build/CPackConfig.cmake"
+deb=$(ls "$tmp"/pkg/thptrace_*.deb 2>/dev/null | head -1)
+check "package contents" sh -c "dpkg-deb -x '$deb' '$tmp/deb' && true" 
+check "packaged files" has_files "$tmp/deb"
+check "config is a conffile" sh -c "dpkg-deb -I '$deb' conffiles | grep -qx /etc/thptrace/thptrace.conf"
+check "depends on libbpf and prometheus-cpp" sh -c "dpkg-deb -f '$deb' Depends | grep -q libbpf1 && dpkg-deb -f '$deb' Depends | grep -q libprometheus-cpp-pull"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
