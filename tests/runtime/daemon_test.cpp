@@ -120,3 +120,17 @@ TEST(Daemon, BadConfigIsAUsageError) {
   Process c({thptrace_bin(), "daemon", "--redis", "nohostport"});
   EXPECT_EQ(c.wait(30s), 2) << c.err();
 }
+
+TEST(Daemon, DiscoversLocalRedisServers) {
+  REQUIRE_BPF();
+  RedisServer redis;
+  redis.cmd({"DEBUG", "POPULATE", "20000", "key", "100"});
+  Daemon d({"--discover"});
+  // Redis's process title carries its address, which becomes the target label.
+  const std::string target = redis.address();
+  ASSERT_EQ(d.wait_for(series("thptrace_redis_up", target), [](double v) { return v == 1; }), 1) << d.proc().err();
+  redis.cmd({"BGSAVE"});
+  EXPECT_EQ(d.wait_for(series("thptrace_forks_total", target, "bgsave"), [](double v) { return v >= 1; }), 1);
+  d.proc().signal(SIGTERM);
+  EXPECT_EQ(d.proc().wait(30s), 0) << d.proc().err();
+}
