@@ -3,9 +3,10 @@
  * to each of the N pages in the parent: exactly N copy-on-write faults on present pages (plus the
  * handful of stack and libc pages the parent touches after fork).
  *
- * usage: dirty_after_fork PAGES CHILD_MS [thp]
+ * usage: dirty_after_fork PAGES CHILD_MS [thp|4k] [timing]
  * With "thp" the region is 2 MiB aligned and madvise(MADV_HUGEPAGE)d. Prints "ready PID" when
- * populated and "done" when the child has been reaped. */
+ * populated and "done" when the child has been reaped. With "timing" it also prints "dirty_ns N",
+ * the CLOCK_MONOTONIC time of the parent's dirty loop, as soon as the loop ends (tests/bench/bpf_cost.sh). */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -27,7 +28,11 @@ int main(int argc, char **argv)
 	}
 	size_t pages = strtoul(argv[1], NULL, 10);
 	long child_ms = strtol(argv[2], NULL, 10);
-	int thp = argc > 3 && strcmp(argv[3], "thp") == 0;
+	int thp = 0, timing = 0;
+	for (int i = 3; i < argc; i++) {
+		thp |= strcmp(argv[i], "thp") == 0;
+		timing |= strcmp(argv[i], "timing") == 0;
+	}
 	size_t len = pages * PAGE;
 
 	/* Over-allocate so the region can start on a 2 MiB boundary (a THP needs an aligned PMD). */
@@ -61,8 +66,18 @@ int main(int argc, char **argv)
 		nanosleep(&ts, NULL);
 		_exit(0);
 	}
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (size_t i = 0; i < len; i += PAGE)
 		buf[i] = 2;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	/* Printed while the child still sleeps, so a benchmark can read BPF statistics before the
+	 * target exits and its tracer detaches. */
+	if (timing) {
+		printf("dirty_ns %lld\n",
+		       (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
+		fflush(stdout);
+	}
 	waitpid(child, NULL, 0);
 	printf("done\n");
 	fflush(stdout);

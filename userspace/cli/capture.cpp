@@ -127,6 +127,7 @@ int run_capture(const CaptureOptions& o) {
   r.comm = status->name;
   r.probes = used;
   r.duration_s = static_cast<double>(end - start) / 1e9;
+  r.start_monotonic_ns = start;
   r.target_exited = correlator.target_exited();
   for (const auto& s : samples.samples()) {
     if (!s.target_alive) continue;

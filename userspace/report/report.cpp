@@ -18,6 +18,12 @@ ordered_json latency_json(const std::optional<correlate::LatencyWindow>& w) {
   return {{"calls", w->calls}, {"p50_us", w->p50_us}, {"p99_us", w->p99_us}, {"p999_us", w->p999_us}, {"max_us", w->max_us}};
 }
 
+// A kernel timestamp as ms from the capture's start (negative before it); null when unset (0).
+ordered_json offset_ms(uint64_t ts_ns, uint64_t start_ns) {
+  if (ts_ns == 0) return nullptr;
+  return (static_cast<double>(ts_ns) - static_cast<double>(start_ns)) / 1e6;
+}
+
 std::string fmt_opt(const std::optional<double>& v, const char* spec) {
   return v ? fmt::format(fmt::runtime(spec), *v) : std::string("-");
 }
@@ -42,7 +48,7 @@ ordered_json to_json(const Report& r) {
                  {"stall", tracer::mode_name(r.probes.stall.mode)},
                  {"redis", tracer::mode_name(r.probes.redis.mode)},
                  {"forced_fallback", r.probes.forced_fallback}};
-  j["capture"] = {{"duration_s", r.duration_s}};
+  j["capture"] = {{"duration_s", r.duration_s}, {"start_monotonic_ns", r.start_monotonic_ns}};
   ordered_json forks = ordered_json::array();
   for (const auto& e : r.forks) {
     ordered_json f = {{"child_pid", e.child_pid},
@@ -51,6 +57,8 @@ ordered_json to_json(const Report& r) {
                       {"fork_duration_us", opt(e.fork_duration_us)},
                       {"clone_syscall_us", opt(e.clone_syscall_us)},
                       {"child_lifetime_ms", opt(e.child_lifetime_ms)},
+                      {"fork_ts_ms", offset_ms(e.fork_ts_ns, r.start_monotonic_ns)},
+                      {"exit_ts_ms", offset_ms(e.exit_ts_ns, r.start_monotonic_ns)},
                       {"cow_faults", e.cow_faults},
                       {"child_cow_faults", e.child_cow_faults},
                       {"thp_splits", e.thp_splits},

@@ -38,6 +38,9 @@ struct Report {
   uint64_t rss_kb_max = 0;
   tracer::ProbeReport probes;
   double duration_s = 0;
+  // CLOCK_MONOTONIC (the clock of bpf_ktime_get_ns) at the capture's start: forks[].fork_ts_ms
+  // and exit_ts_ms are offsets from it, so other tools can place forks on their own timelines.
+  uint64_t start_monotonic_ns = 0;
   bool target_exited = false;
   std::vector<correlate::ForkEpisode> forks;
   correlate::Totals totals;
