@@ -134,3 +134,18 @@ TEST(Daemon, DiscoversLocalRedisServers) {
   d.proc().signal(SIGTERM);
   EXPECT_EQ(d.proc().wait(30s), 0) << d.proc().err();
 }
+
+TEST(Daemon, ReasonsFromInfoInFallbackMode) {
+  REQUIRE_BPF();
+  RedisServer redis;
+  const std::string target = redis.address();
+  Daemon d({"--redis", target, "--force-fallback"});
+  ASSERT_EQ(d.wait_for(series("thptrace_redis_up", target), [](double v) { return v == 1; }), 1) << d.proc().err();
+  EXPECT_EQ(metric_value(d.scrape(), "thptrace_probe_info{family=\"redis\",mode=\"info_polling\"}"), 1);
+  // An empty BGSAVE lives for a millisecond, between two INFO polls: the reason comes from the poll after.
+  redis.cmd({"BGSAVE"});
+  EXPECT_EQ(d.wait_for(series("thptrace_forks_total", target, "bgsave"), [](double v) { return v >= 1; }), 1)
+      << d.scrape();
+  d.proc().signal(SIGTERM);
+  EXPECT_EQ(d.proc().wait(30s), 0) << d.proc().err();
+}

@@ -159,13 +159,15 @@ void Daemon::on_event(const thptrace_event& e) {
       break;
     case EV_CHILD_EXIT: {
       correlate::ForkEpisode ep = correlate::episode_from_kernel(e.episode);
-      if (ep.reason == correlate::Reason::unknown && !t->recent.empty()) {
-        const std::vector<redis::Snapshot> timeline(t->recent.begin(), t->recent.end());
-        ep.reason = correlate::reason_from_redis(timeline, ep.fork_ts_ns, ep.exit_ts_ns, "");
-      }
-      metrics_.on_episode(t->label, ep);
       if (modes_.cow_fault.mode != tracer::Mode::fentry)
         pending_splits_.push_back({t->label, ep.fork_ts_ns, ep.exit_ts_ns});
+      if (ep.reason != correlate::Reason::unknown || !t->watcher) {
+        metrics_.on_episode(t->label, ep);
+        break;
+      }
+      // The uprobes did not name it: INFO will, from the polls around the child's life, including
+      // one after its exit (a short child can live between two polls). Give up after a few seconds.
+      pending_episodes_.push_back({t, ep, std::chrono::steady_clock::now() + std::chrono::seconds(5)});
       break;
     }
     case EV_STALL:
@@ -178,6 +180,19 @@ void Daemon::on_event(const thptrace_event& e) {
     default:
       break;
   }
+}
+
+void Daemon::settle_episodes(bool all) {
+  const auto now = std::chrono::steady_clock::now();
+  std::erase_if(pending_episodes_, [&](PendingEpisode& p) {
+    Target& t = *p.target;
+    const bool seen_after = !t.recent.empty() && t.recent.back().ts_ns > p.episode.exit_ts_ns;
+    if (!all && !seen_after && now < p.deadline) return false;
+    const std::vector<redis::Snapshot> timeline(t.recent.begin(), t.recent.end());
+    p.episode.reason = correlate::reason_from_redis(timeline, p.episode.fork_ts_ns, p.episode.exit_ts_ns, "");
+    metrics_.on_episode(t.label, p.episode);
+    return true;
+  });
 }
 
 void Daemon::housekeeping() {
@@ -249,6 +264,7 @@ int Daemon::run() {
       return kExitRuntime;
     }
     drain_snapshots();
+    settle_episodes(false);
     const auto now = std::chrono::steady_clock::now();
     if (options_.discover && now >= next_discover) {
       discover();
@@ -259,6 +275,7 @@ int Daemon::run() {
       next_housekeeping = now + kHousekeeping;
     }
   }
+  settle_episodes(true);
   fmt::print(stderr, "thptrace: daemon stopping\n");
   return kExitOk;
 }

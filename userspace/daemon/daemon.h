@@ -57,6 +57,11 @@ class Daemon {
     std::deque<redis::Snapshot> recent;  // the last minutes, for fork reasons from INFO
     thptrace_target last{};               // kernel counters already exported
   };
+  struct PendingEpisode {
+    Target* target;
+    correlate::ForkEpisode episode;
+    std::chrono::steady_clock::time_point deadline;
+  };
   struct PendingSplits {
     std::string target;
     uint64_t from_ns, to_ns;
@@ -68,6 +73,8 @@ class Daemon {
   void housekeeping();
   void discover();
   void on_event(const thptrace_event& e);
+  // Exports episodes whose reason INFO must name once a poll after the child's exit has arrived.
+  void settle_episodes(bool all);
   Target* target_of(pid_t tgid);
 
   DaemonOptions options_;
@@ -80,6 +87,7 @@ class Daemon {
   std::vector<std::pair<Target*, redis::Snapshot>> inbox_;
   std::deque<std::pair<uint64_t, uint64_t>> split_samples_;  // (ts, thp_split_pmd)
   std::vector<PendingSplits> pending_splits_;
+  std::vector<PendingEpisode> pending_episodes_;
   uint64_t last_dropped_ = 0;
 };
 
