@@ -206,10 +206,17 @@ std::string RedisServer::info_field(const std::string& key) const {
   return redis::info_str(redis::parse_info(cmd({"INFO", "everything"})), key);
 }
 
-std::vector<std::string> loaded_bpf_program_names() {
-  std::vector<std::string> names;
+namespace {
+
+struct LoadedProgram {
+  uint32_t id;
+  std::string name;
+};
+
+std::vector<LoadedProgram> loaded_bpf_programs() {
+  std::vector<LoadedProgram> progs;
   FILE* f = ::popen("bpftool -j prog show 2>/dev/null", "r");
-  if (!f) return names;
+  if (!f) return progs;
   std::string text;
   char buf[65536];
   size_t n;
@@ -218,7 +225,31 @@ std::vector<std::string> loaded_bpf_program_names() {
   const auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_array())
     for (const auto& p : j)
-      if (p.contains("name")) names.push_back(p["name"].get<std::string>());
+      if (p.contains("name") && p.contains("id")) progs.push_back({p["id"].get<uint32_t>(), p["name"].get<std::string>()});
+  return progs;
+}
+
+// Program ids some live process holds, directly or through a link (fdinfo's "prog_id:" lines).
+std::set<uint32_t> program_ids_held_by_processes() {
+  std::set<uint32_t> held;
+  for (const auto& proc_dir : std::filesystem::directory_iterator("/proc")) {
+    const auto fdinfo = proc_dir.path() / "fdinfo";
+    std::error_code ec;
+    for (const auto& fd : std::filesystem::directory_iterator(fdinfo, ec)) {
+      std::ifstream in(fd.path());
+      std::string line;
+      while (std::getline(in, line))
+        if (line.rfind("prog_id:", 0) == 0) held.insert(static_cast<uint32_t>(std::stoul(line.substr(8))));
+    }
+  }
+  return held;
+}
+
+}  // namespace
+
+std::vector<std::string> loaded_bpf_program_names() {
+  std::vector<std::string> names;
+  for (const auto& p : loaded_bpf_programs()) names.push_back(p.name);
   return names;
 }
 
@@ -230,15 +261,19 @@ std::vector<std::string> leftover_thptrace_programs() {
       "page_alloc_btf", "page_alloc_raw", "khugepaged_scan", "collapse_btf", "collapse_raw", "compaction_begi",
       "compaction_end_", "reclaim_begin_b", "reclaim_begin_r", "reclaim_end_btf", "reclaim_end_raw",
       "rdb_bgsave_ente", "rdb_bgsave_exit", "rdb_sockets_ent", "rdb_sockets_exi", "aof_rewrite_ent",
-      "aof_rewrite_exi", "repl_bgsave_ent", "repl_bgsave_exi", "redis_fork_ente", "redis_fork_exit", "libc_fork_enter", "libc_fork_exit",
-      "thptrace_probe"};
-  // The kernel frees a program after its last reference goes, which for tracing links can be an RCU
-  // grace period later: look again for a few seconds before calling it a leak.
+      "aof_rewrite_exi", "repl_bgsave_ent", "repl_bgsave_exi", "redis_fork_ente", "redis_fork_exit",
+      "libc_fork_enter", "libc_fork_exit", "thptrace_probe"};
+  // A program of ours that no live process holds is a leak (pinned, or kept by an attachment that
+  // outlived its owner). Programs another running thptrace holds are not this test's. The kernel
+  // frees a program after its last reference goes, which for tracing links can be an RCU grace
+  // period later: look again for a few seconds before calling it a leak.
   std::vector<std::string> left;
   for (int attempt = 0; attempt < 50; ++attempt) {
     left.clear();
-    for (const auto& n : loaded_bpf_program_names())
-      if (ours.count(n)) left.push_back(n);
+    const auto progs = loaded_bpf_programs();
+    const auto held = program_ids_held_by_processes();
+    for (const auto& p : progs)
+      if (ours.count(p.name) && !held.count(p.id)) left.push_back(p.name);
     if (left.empty()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

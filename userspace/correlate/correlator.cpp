@@ -119,11 +119,11 @@ Reason reason_from_redis(const std::vector<redis::Snapshot>& timeline, uint64_t 
   bool aof = false, rdb = false, replica_waiting = false, diskless = repl_diskless_sync == "yes";
   for (const auto& s : timeline) {
     if (!s.up) continue;
-    if (s.ts_ns <= fork_ts) {
+    if (s.ts_ns <= fork_ts) {  // answered before the fork: shows the state before it
       before = &s;
       continue;
     }
-    if (exit_ts && s.ts_ns > exit_ts) {
+    if (exit_ts && (s.sent_ns ? s.sent_ns : s.ts_ns) > exit_ts) {  // asked after the exit
       if (!after) after = &s;
       continue;
     }

@@ -186,7 +186,7 @@ void Daemon::settle_episodes(bool all) {
   const auto now = std::chrono::steady_clock::now();
   std::erase_if(pending_episodes_, [&](PendingEpisode& p) {
     Target& t = *p.target;
-    const bool seen_after = !t.recent.empty() && t.recent.back().ts_ns > p.episode.exit_ts_ns;
+    const bool seen_after = !t.recent.empty() && t.recent.back().sent_ns > p.episode.exit_ts_ns;
     if (!all && !seen_after && now < p.deadline) return false;
     const std::vector<redis::Snapshot> timeline(t.recent.begin(), t.recent.end());
     p.episode.reason = correlate::reason_from_redis(timeline, p.episode.fork_ts_ns, p.episode.exit_ts_ns, "");

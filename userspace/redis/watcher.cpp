@@ -63,10 +63,11 @@ std::string Watcher::last_error() const {
 }
 
 bool Watcher::poll_once(Client& client) {
-  const uint64_t ts = proc::monotonic_ns();
+  const uint64_t sent = proc::monotonic_ns();
   const auto text = client.info();
   if (!text) return false;
-  Snapshot s = snapshot_from_info(parse_info(*text), ts);
+  Snapshot s = snapshot_from_info(parse_info(*text), proc::monotonic_ns());
+  s.sent_ns = sent;
   s.latency = client.latency_histogram();
   if (const auto cfg = client.config_get({"repl-diskless-sync"}); cfg.count("repl-diskless-sync"))
     s.repl_diskless_sync = cfg.at("repl-diskless-sync");

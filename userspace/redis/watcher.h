@@ -18,7 +18,11 @@
 namespace thptrace::redis {
 
 struct Snapshot {
+  // INFO was sent at sent_ns and answered at ts_ns (CLOCK_MONOTONIC): the state it shows held at
+  // some moment in between, so it is surely before an event after ts_ns and surely after one before
+  // sent_ns. Under load the two can be milliseconds apart.
   uint64_t ts_ns = 0;
+  uint64_t sent_ns = 0;  // 0 when unknown (then taken as ts_ns)
   bool up = false;
   int64_t process_id = 0;
   int64_t total_forks = 0;
