@@ -172,6 +172,8 @@ RedisServer::RedisServer(const std::vector<std::string>& extra_args, int port) {
                                    "--dir", dir_, "--save", "", "--appendonly", "no", "--daemonize", "no",
                                    "--enable-debug-command", "local", "--logfile", dir_ + "/redis.log"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  for (size_t i = 0; i + 1 < extra_args.size(); ++i)
+    if (extra_args[i] == "--requirepass") password_ = extra_args[i + 1];
   proc_ = std::make_unique<Process>(argv);
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < until) {
@@ -191,7 +193,7 @@ RedisServer::~RedisServer() {
 
 std::unique_ptr<redis::Client> RedisServer::client() const {
   std::string error;
-  return redis::Client::connect({"127.0.0.1", port_}, "", std::chrono::milliseconds(5000), &error);
+  return redis::Client::connect({"127.0.0.1", port_}, password_, std::chrono::milliseconds(5000), &error);
 }
 
 std::string RedisServer::cmd(const std::vector<std::string>& args) const {

@@ -80,6 +80,7 @@ class RedisServer {
 
  private:
   int port_ = 0;
+  std::string password_;  // from --requirepass, for the test's own connections
   std::string dir_;
   std::unique_ptr<Process> proc_;
 };

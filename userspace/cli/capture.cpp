@@ -88,7 +88,7 @@ int run_capture(const CaptureOptions& o) {
   std::unique_ptr<redis::Watcher> watcher;
   if (redis_addr)
     watcher = std::make_unique<redis::Watcher>(redis::Watcher::Options{
-        .address = *redis_addr, .password = password, .interval = std::chrono::milliseconds(o.interval_ms)});
+        .address = *redis_addr, .user = o.redis_user, .password = password, .interval = std::chrono::milliseconds(o.interval_ms)});
 
   fmt::print(stderr, "thptrace: tracing pid {} ({}){}; Ctrl-C to stop\n", o.pid, status->name,
              o.duration_s ? fmt::format(" for {:.0f} s", *o.duration_s) : std::string());

@@ -11,6 +11,7 @@ struct CaptureOptions {
   std::optional<double> duration_s;  // until SIGINT/SIGTERM when unset
   std::string redis;                 // HOST:PORT, "" for none
   std::string redis_password_file;
+  std::string redis_user;
   std::string json_path;
   bool force_fallback = false;
   int interval_ms = 100;

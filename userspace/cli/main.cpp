@@ -33,6 +33,7 @@ int capture_main(int argc, char** argv) {
       "duration,d", po::value<double>(), "seconds to trace; until Ctrl-C when omitted")(
       "redis", po::value<std::string>(), "HOST:PORT of that Redis, for fork reasons and server-side latency")(
       "redis-password-file", po::value<std::string>(), "file whose first line is the Redis password")(
+      "redis-user", po::value<std::string>(), "Redis ACL user (with --redis-password-file)")(
       "json", po::value<std::string>(), "also write the report as JSON to PATH")(
       "force-fallback", "use the fallback attach mode of every probe family")(
       "interval-ms", po::value<int>()->default_value(100), "sampling interval of /proc and Redis, ms")(
@@ -65,6 +66,7 @@ int capture_main(int argc, char** argv) {
   }
   if (vm.count("redis")) o.redis = vm["redis"].as<std::string>();
   if (vm.count("redis-password-file")) o.redis_password_file = vm["redis-password-file"].as<std::string>();
+  if (vm.count("redis-user")) o.redis_user = vm["redis-user"].as<std::string>();
   if (vm.count("json")) o.json_path = vm["json"].as<std::string>();
   o.force_fallback = vm.count("force-fallback") > 0;
   o.interval_ms = vm["interval-ms"].as<int>();

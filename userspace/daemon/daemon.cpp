@@ -97,6 +97,7 @@ Daemon::Target& Daemon::add_target(const std::string& label, std::optional<redis
     Target* raw = t.get();
     t->watcher = std::make_unique<redis::Watcher>(redis::Watcher::Options{
         .address = *address,
+        .user = options_.redis_user,
         .password = password_,
         .interval = std::chrono::milliseconds(options_.poll_interval_ms),
         .keep_history = false,

@@ -25,6 +25,7 @@ struct DaemonOptions {
   std::vector<std::string> redis;  // HOST:PORT
   std::vector<int> pids;
   std::string redis_password_file;
+  std::string redis_user;
   bool discover = false;
   int poll_interval_ms = 100;
   bool force_fallback = false;

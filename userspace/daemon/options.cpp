@@ -20,6 +20,7 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
       "redis", po::value<std::vector<std::string>>()->composing(), "Redis HOST:PORT to watch (repeatable)")(
       "pid", po::value<std::vector<int>>()->composing(), "process to watch without Redis (repeatable)")(
       "redis-password-file", po::value<std::string>(), "file whose first line is the Redis password")(
+      "redis-user", po::value<std::string>(), "Redis ACL user (with redis-password-file)")(
       "discover", po::value<bool>()->default_value(false)->implicit_value(true), "also watch every local redis-server")(
       "poll-interval-ms", po::value<int>()->default_value(100), "Redis INFO poll interval, ms")(
       "force-fallback", "use the fallback attach mode of every probe family")(
@@ -52,6 +53,7 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
   for (const int p : o.pids)
     if (p <= 0) throw FatalError(kExitUsage, "--pid " + std::to_string(p) + ": expected a positive process id.");
   if (vm.count("redis-password-file")) o.redis_password_file = vm["redis-password-file"].as<std::string>();
+  if (vm.count("redis-user")) o.redis_user = vm["redis-user"].as<std::string>();
   o.discover = vm["discover"].as<bool>();
   o.poll_interval_ms = vm["poll-interval-ms"].as<int>();
   if (o.poll_interval_ms < 10 || o.poll_interval_ms > 60000)

@@ -33,6 +33,9 @@ class Client {
   // password never appears in it).
   static std::unique_ptr<Client> connect(const Address& addr, const std::string& password,
                                          std::chrono::milliseconds timeout, std::string* error);
+  // The same as an ACL user (AUTH user password); an empty user is the default user.
+  static std::unique_ptr<Client> connect(const Address& addr, const std::string& user, const std::string& password,
+                                         std::chrono::milliseconds timeout, std::string* error);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;

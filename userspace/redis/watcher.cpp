@@ -94,7 +94,7 @@ void Watcher::run() {
     const auto started = std::chrono::steady_clock::now();
     if (!client) {
       std::string error;
-      client = Client::connect(options_.address, options_.password, options_.timeout, &error);
+      client = Client::connect(options_.address, options_.user, options_.password, options_.timeout, &error);
       if (client) {
         ServerFacts f;
         if (const auto text = client->info("server")) {

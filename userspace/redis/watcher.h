@@ -55,6 +55,7 @@ class Watcher {
  public:
   struct Options {
     Address address;
+    std::string user;  // ACL user; "" for the default user
     std::string password;
     std::chrono::milliseconds interval{100};
     std::chrono::milliseconds timeout{1000};

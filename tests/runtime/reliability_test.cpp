@@ -1,0 +1,174 @@
+// Faults: a frozen Redis, a Redis killed mid-capture, Redis with requirepass and with an ACL user
+// (password from a file), a ring buffer too small for a fork burst, SIGTERM under load.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "harness.h"
+
+using namespace thptrace::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Capture {
+  int code = -1;
+  nlohmann::json report;
+  std::string out, err;
+};
+
+Capture run_capture(std::vector<std::string> args, std::chrono::seconds timeout = 60s) {
+  const std::string dir = make_temp_dir("thptrace-rel-");
+  const std::string json = dir + "/report.json";
+  args.insert(args.begin(), thptrace_bin());
+  args.insert(args.end(), {"--json", json});
+  Process p(args);
+  Capture c;
+  c.code = p.wait(timeout).value_or(-1);
+  c.out = p.out();
+  c.err = p.err();
+  if (std::filesystem::exists(json)) c.report = read_json(json);
+  std::filesystem::remove_all(dir);
+  return c;
+}
+
+std::string write_secret(const std::string& dir, const std::string& secret) {
+  const std::string path = dir + "/password";
+  std::ofstream(path) << secret << "\n";
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read);
+  return path;
+}
+
+}  // namespace
+
+TEST(Reliability, FrozenRedisGivesTimeoutsNotAHang) {
+  REQUIRE_BPF();
+  RedisServer redis;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread freezer([&] {
+    std::this_thread::sleep_for(500ms);
+    ::kill(redis.pid(), SIGSTOP);
+  });
+  const auto c = run_capture({"--pid", std::to_string(redis.pid()), "--redis", redis.address(), "--duration", "3"});
+  freezer.join();
+  ::kill(redis.pid(), SIGCONT);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(c.code, 0) << c.err;
+  // 3 s of capture plus at most one command timeout (1 s) to stop the poller, with room for load.
+  EXPECT_LT(took, 8s);
+  EXPECT_TRUE(c.report.contains("redis")) << c.report.dump(2);
+}
+
+TEST(Reliability, RedisKilledMidCapture) {
+  REQUIRE_BPF();
+  auto redis = std::make_unique<RedisServer>();
+  const pid_t pid = redis->pid();
+  std::thread killer([&] {
+    std::this_thread::sleep_for(700ms);
+    ::kill(pid, SIGKILL);
+  });
+  const auto c = run_capture({"--pid", std::to_string(pid), "--redis", redis->address(), "--duration", "30"}, 40s);
+  killer.join();
+  EXPECT_EQ(c.code, 0) << c.err;
+  EXPECT_TRUE(c.report["target"]["exited"].get<bool>()) << c.report.dump(2);
+  EXPECT_LT(c.report["capture"]["duration_s"].get<double>(), 10.0);
+  EXPECT_EQ(leftover_thptrace_programs(), std::vector<std::string>{});
+}
+
+TEST(Reliability, PasswordsFromFilesNeverShow) {
+  REQUIRE_BPF();
+  const std::string secret = "s3cr3t-thptrace-test-Q9";
+  const std::string dir = make_temp_dir("thptrace-pw-");
+  const std::string pwfile = write_secret(dir, secret);
+  {
+    RedisServer redis({"--requirepass", secret});
+    const auto c = run_capture({"--pid", std::to_string(redis.pid()), "--redis", redis.address(),
+                                "--redis-password-file", pwfile, "--duration", "1"});
+    EXPECT_EQ(c.code, 0) << c.err;
+    EXPECT_TRUE(c.report.contains("redis")) << c.report.dump(2);
+    EXPECT_EQ(c.report.dump().find(secret), std::string::npos);
+    EXPECT_EQ(c.out.find(secret), std::string::npos);
+    EXPECT_EQ(c.err.find(secret), std::string::npos);
+    // A wrong password is a clear sentence, not the password.
+    const std::string wrong = write_secret(make_temp_dir("thptrace-pw-"), "not-the-password-7Z");
+    const auto bad = run_capture({"--pid", std::to_string(redis.pid()), "--redis", redis.address(),
+                                  "--redis-password-file", wrong, "--duration", "1"});
+    EXPECT_EQ(bad.code, 0) << bad.err;
+    EXPECT_NE(bad.report["redis_error"].get<std::string>().find("AUTH failed"), std::string::npos) << bad.report.dump(2);
+    EXPECT_EQ(bad.report.dump().find("not-the-password"), std::string::npos);
+  }
+  {
+    RedisServer redis;
+    redis.cmd({"ACL", "SETUSER", "thptrace", "on", ">" + secret, "+info", "+config|get", "+latency"});
+    const auto c = run_capture({"--pid", std::to_string(redis.pid()), "--redis", redis.address(), "--redis-user",
+                                "thptrace", "--redis-password-file", pwfile, "--duration", "1"});
+    EXPECT_EQ(c.code, 0) << c.err;
+    EXPECT_TRUE(c.report.contains("redis")) << c.report.dump(2);
+    EXPECT_EQ(c.report["redis"]["disable_thp"], "yes") << c.report.dump(2);
+    EXPECT_EQ(c.err.find(secret), std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Reliability, TinyRingBufferCountsAndExportsDrops) {
+  REQUIRE_BPF();
+  // The one-shot capture: the drops are in the report and named first in the findings.
+  {
+    Process burst({FORK_BURST_BIN, "2000"});
+    ASSERT_TRUE(burst.wait_stdout_line("ready", 10s));
+    const std::string dir = make_temp_dir("thptrace-drop-");
+    Process tracer({thptrace_bin(), "--pid", std::to_string(burst.pid()), "--ringbuf-kb", "4", "--json", dir + "/r.json"});
+    ASSERT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
+    burst.write_stdin("go\n");
+    ASSERT_TRUE(burst.wait_stdout_line("done", 60s));
+    std::this_thread::sleep_for(300ms);
+    tracer.signal(SIGINT);
+    ASSERT_EQ(tracer.wait(30s), 0) << tracer.err();
+    burst.write_stdin("bye\n");
+    const auto j = read_json(dir + "/r.json");
+    std::filesystem::remove_all(dir);
+    EXPECT_GT(j["totals"]["dropped_events"].get<uint64_t>(), 0u) << j["totals"].dump();
+    EXPECT_NE(j["findings"][0].get<std::string>().find("dropped"), std::string::npos) << j["findings"].dump(2);
+  }
+  // The daemon exports them.
+  {
+    Process burst({FORK_BURST_BIN, "2000"});
+    ASSERT_TRUE(burst.wait_stdout_line("ready", 10s));
+    const int port = free_port();
+    Process daemon({thptrace_bin(), "daemon", "--pid", std::to_string(burst.pid()), "--ringbuf-kb", "4", "--listen",
+                    "127.0.0.1:" + std::to_string(port)});
+    ASSERT_TRUE(daemon.wait_stderr_line("serving metrics", 30s)) << daemon.err();
+    burst.write_stdin("go\n");
+    ASSERT_TRUE(burst.wait_stdout_line("done", 60s));
+    std::optional<double> dropped;
+    for (int i = 0; i < 50 && !(dropped > 0); ++i) {
+      std::this_thread::sleep_for(200ms);
+      dropped = metric_value(http_get(port, "/metrics").value_or(""), "thptrace_events_dropped_total");
+    }
+    EXPECT_GT(dropped.value_or(0), 0) << daemon.err();
+    daemon.signal(SIGTERM);
+    EXPECT_EQ(daemon.wait(30s), 0) << daemon.err();
+    burst.write_stdin("bye\n");
+  }
+}
+
+TEST(Reliability, SigtermUnderLoadExitsClean) {
+  REQUIRE_BPF();
+  RedisServer redis;
+  redis.cmd({"DEBUG", "POPULATE", "100000", "key", "400"});
+  const int port = free_port();
+  Process daemon({thptrace_bin(), "daemon", "--redis", redis.address(), "--listen", "127.0.0.1:" + std::to_string(port)});
+  ASSERT_TRUE(daemon.wait_stderr_line("serving metrics", 30s)) << daemon.err();
+  Process load({"redis-benchmark", "-p", std::to_string(redis.port()), "-t", "set", "-r", "100000", "-d", "400",
+                "-c", "4", "-n", "100000000", "-q"});
+  std::this_thread::sleep_for(1s);
+  redis.cmd({"BGSAVE"});
+  std::this_thread::sleep_for(200ms);
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait(30s), 0) << daemon.err();
+  load.signal(SIGTERM);
+  load.wait(10s);
+  EXPECT_EQ(leftover_thptrace_programs(), std::vector<std::string>{});
+}
