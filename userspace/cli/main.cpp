@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "bench/bench.h"
 #include "cli/capture.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -23,7 +24,7 @@ const char* kUsage =
     "usage: thptrace --pid PID [--duration SECONDS] [--redis HOST:PORT] [--json PATH] [--force-fallback]\n"
     "       thptrace probe [--json]\n"
     "       thptrace daemon [--config PATH] [--listen ADDR:PORT] [--redis HOST:PORT ...] [--pid PID ...] [--discover]\n"
-    "       thptrace loadgen ...\n"
+    "       thptrace loadgen ...        thptrace bench ...\n"
     "       thptrace --help | --version\n";
 
 int capture_main(int argc, char** argv) {
@@ -85,6 +86,7 @@ int main(int argc, char** argv) {
     if (argc >= 2 && std::strcmp(argv[1], "probe") == 0) return cli::probe_main(argc - 1, argv + 1);
     if (argc >= 2 && std::strcmp(argv[1], "daemon") == 0) return daemon::daemon_main(argc - 1, argv + 1);
     if (argc >= 2 && std::strcmp(argv[1], "loadgen") == 0) return loadgen::loadgen_main(argc - 1, argv + 1);
+    if (argc >= 2 && std::strcmp(argv[1], "bench") == 0) return bench::bench_main(argc - 1, argv + 1);
     if (argc < 2) {
       std::cerr << kUsage;
       return kExitUsage;

@@ -1,0 +1,207 @@
+// `thptrace bench` end to end: a short run of every scenario on real redis-server processes with
+// the real capture watching, its results folder, and the host's THP mode put back afterwards —
+// also when the run is ended by a signal in the middle of the THP A/B.
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "harness.h"
+#include "proc/proc.h"
+
+using namespace thptrace::test;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Rows of a CSV whose fields hold no quoted commas (true of the columns read here), header first.
+std::vector<std::vector<std::string>> read_csv(const fs::path& p) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(slurp(p));
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> fields;
+    std::istringstream l(line);
+    for (std::string f; std::getline(l, f, ',');) fields.push_back(f);
+    rows.push_back(fields);
+  }
+  return rows;
+}
+
+std::string thp_mode_now() {
+  return thptrace::proc::parse_bracketed_mode(thptrace::proc::read_file(thptrace::proc::kThpEnabledPath).value_or(""));
+}
+
+// redis-server processes a bench run started: their working directory is under its temporary
+// "thptrace-bench-" folder (redis-server rewrites its command line, so that is what tells).
+std::vector<int> bench_redis_servers() {
+  std::vector<int> pids;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const auto comm = thptrace::proc::read_file(e.path() / "comm").value_or("");
+    if (comm.rfind("redis-server", 0) != 0) continue;
+    std::error_code ec;
+    const auto cwd = fs::read_symlink(e.path() / "cwd", ec).string();
+    if (cwd.find("thptrace-bench-") != std::string::npos) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+// Skips (or fails under THPTRACE_REQUIRE_BPF=1) when THP sysfs cannot be written.
+#define REQUIRE_THP_WRITABLE()                                                  \
+  do {                                                                          \
+    if (!ThpModeGuard::writable()) {                                            \
+      if (bpf_required()) FAIL() << "THP sysfs is not writable";                \
+      GTEST_SKIP() << "THP sysfs is not writable: the THP A/B cannot run here"; \
+    }                                                                           \
+  } while (0)
+
+}  // namespace
+
+TEST(Bench, ShortRunOfEveryScenario) {
+  REQUIRE_BPF();
+  const bool thp_ab = ThpModeGuard::writable();
+  const std::string host_mode = thp_mode_now();
+  // A safety net only: the bench must restore the mode itself, which is checked before this
+  // guard's destructor writes it back.
+  std::optional<ThpModeGuard> net;
+  if (thp_ab) net.emplace(host_mode);
+
+  const fs::path dir = make_temp_dir("thptrace-bench-test-");
+  const fs::path out = dir / "results";
+  const auto started = std::chrono::steady_clock::now();
+  Process bench({thptrace_bin(), "bench", "--keys", "20000", "--value-size", "400", "--writers", "2", "--batch", "40",
+                 "--seconds-per-phase", "1", "--out", out.string(), thp_ab ? "--thp-ab" : "--no-thp-ab"});
+  const auto code = bench.wait(180s);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ASSERT_TRUE(code.has_value()) << "the bench did not finish in 180 s\n" << bench.err();
+  EXPECT_EQ(*code, 0) << bench.err() << "\n" << slurp(out / "summary.md");
+  RecordProperty("bench_seconds", std::to_string(static_cast<int>(took)));
+
+  for (const char* f : {"latency_percentiles.csv", "latency_timeline.csv", "fork_and_mem.csv", "run_metadata.csv",
+                        "summary.md", "latency_timeline.svg"}) {
+    ASSERT_TRUE(fs::exists(out / f)) << f;
+    EXPECT_GT(fs::file_size(out / f), 100u) << f;
+  }
+
+  std::map<std::string, std::string> expected = {{"steady", "none"},
+                                                 {"full_sync_disk", "full_sync_disk"},
+                                                 {"full_sync_diskless", "full_sync_diskless"},
+                                                 {"readonly_control", "full_sync_disk"},
+                                                 {"aof_always_no", "aof_rewrite"},
+                                                 {"aof_always_yes", "aof_rewrite"},
+                                                 {"aof_everysec_no", "aof_rewrite"},
+                                                 {"aof_everysec_yes", "aof_rewrite"}};
+  if (thp_ab) expected.insert({{"thp_always", "bgsave"}, {"thp_never", "bgsave"}});
+
+  // Every scenario: its fork(s), each with the right reason (steady: none).
+  const auto forks = read_csv(out / "fork_and_mem.csv");
+  ASSERT_GT(forks.size(), 1u);
+  ASSERT_EQ(forks[0][0], "scenario");
+  ASSERT_EQ(forks[0][1], "reason");
+  std::map<std::string, std::vector<std::string>> reasons;
+  for (size_t i = 1; i < forks.size(); ++i) reasons[forks[i][0]].push_back(forks[i][1]);
+  for (const auto& [scenario, reason] : expected) {
+    ASSERT_TRUE(reasons.count(scenario)) << scenario << " missing from fork_and_mem.csv";
+    for (const auto& r : reasons[scenario]) EXPECT_EQ(r, reason) << scenario;
+    EXPECT_TRUE(fs::exists(out / "captures" / (scenario + ".json"))) << scenario;
+  }
+  EXPECT_EQ(reasons.size(), expected.size());
+
+  // Every scenario's phases carry probe samples.
+  const auto pct = read_csv(out / "latency_percentiles.csv");
+  std::set<std::string> phases;
+  for (size_t i = 1; i < pct.size(); ++i) {
+    ASSERT_GE(pct[i].size(), 9u);
+    EXPECT_GT(std::stoull(pct[i][8]), 0u) << pct[i][0] << " " << pct[i][1] << " has no probe sample";
+    phases.insert(pct[i][0] + "/" + pct[i][1]);
+  }
+  for (const auto& [scenario, reason] : expected) {
+    if (scenario == "steady") {
+      EXPECT_TRUE(phases.count("steady/steady"));
+      continue;
+    }
+    for (const char* p : {"before", "during", "after"})
+      EXPECT_TRUE(phases.count(scenario + "/" + p)) << scenario << " " << p;
+  }
+
+  const std::string svg = slurp(out / "latency_timeline.svg");
+  EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  size_t shaded = 0;
+  for (size_t at = 0; (at = svg.find("class=\"fork\"", at)) != std::string::npos; ++at) ++shaded;
+  EXPECT_GE(shaded, expected.size() - 1) << "a shaded window per fork";
+  EXPECT_NE(slurp(out / "summary.md").find("Self-check"), std::string::npos);
+  EXPECT_NE(slurp(out / "run_metadata.csv").find("run,host_thp_enabled_after_run," + host_mode), std::string::npos);
+
+  EXPECT_EQ(thp_mode_now(), host_mode) << "the bench must restore the host's THP mode";
+  EXPECT_EQ(bench_redis_servers(), std::vector<int>{}) << "a redis-server of the bench is still running";
+  EXPECT_EQ(leftover_thptrace_programs(), std::vector<std::string>{});
+  fs::remove_all(dir);
+}
+
+TEST(Bench, SignalMidThpAbRestoresTheHostMode) {
+  REQUIRE_BPF();
+  REQUIRE_THP_WRITABLE();
+  const std::string host_mode = thp_mode_now();
+  // Whichever half of the A/B changes this host's mode.
+  const std::string scenario_mode = host_mode == "always" ? "never" : "always";
+  const std::string scenario = "thp_" + scenario_mode;
+  ThpModeGuard net(host_mode);
+
+  const fs::path dir = make_temp_dir("thptrace-bench-test-");
+  const fs::path out = dir / "results";
+  Process bench({thptrace_bin(), "bench", "--scenarios", scenario, "--thp-ab", "--keys", "20000", "--seconds-per-phase",
+                 "60", "--out", out.string()});
+  // Once the capture traces, the before phase is running under the scenario's mode.
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  bool tracing = false;
+  while (!tracing && std::chrono::steady_clock::now() < until && !bench.wait(100ms)) {
+    tracing =
+        thptrace::proc::read_file((out / "captures" / (scenario + ".log")).string()).value_or("").find("tracing pid") !=
+        std::string::npos;
+  }
+  ASSERT_TRUE(tracing) << bench.err();
+  EXPECT_EQ(thp_mode_now(), scenario_mode);
+  std::this_thread::sleep_for(300ms);
+  bench.signal(SIGTERM);
+  const auto code = bench.wait(60s);
+  ASSERT_TRUE(code.has_value()) << "the bench did not stop within 60 s of SIGTERM";
+  EXPECT_EQ(*code, 1) << bench.err();
+  EXPECT_NE(bench.err().find("interrupted"), std::string::npos) << bench.err();
+
+  EXPECT_EQ(thp_mode_now(), host_mode) << "the bench must restore the host's THP mode on a signal";
+  EXPECT_NE(slurp(out / "run_metadata.csv").find("run,interrupted,yes"), std::string::npos);
+  EXPECT_EQ(bench_redis_servers(), std::vector<int>{});
+  EXPECT_EQ(leftover_thptrace_programs(), std::vector<std::string>{});
+  fs::remove_all(dir);
+}
+
+TEST(Bench, BadUsageExitsTwoWithOneSentence) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--keys", "0"},
+                                               {"--scenarios", "nope"},
+                                               {"--thp-ab", "--no-thp-ab"},
+                                               {"--bogus"},
+                                               {"--seconds-per-phase", "-1"}}) {
+    std::vector<std::string> argv = {thptrace_bin(), "bench"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Process p(argv);
+    ASSERT_EQ(p.wait(10s), 2) << args[0];
+    const std::string err = p.err();
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    EXPECT_EQ(err.rfind("thptrace bench: ", 0), 0u) << err;
+  }
+}

@@ -1,0 +1,495 @@
+#include "bench/scenario.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "bench/host.h"
+#include "bench/process.h"
+#include "proc/sampler.h"
+
+namespace thptrace::bench {
+namespace {
+
+using namespace std::chrono_literals;
+
+// How long a during phase may last before the scenario is called stuck. A full sync or rewrite of
+// a few GB on this machine type takes tens of seconds; ten minutes means something is broken.
+constexpr auto kDuringTimeout = 600s;
+// Between starting the during phase's load and sending the trigger: the load generator opens its
+// connections before its clock starts, and the trigger must land after that (a short settle
+// wait, not a phase boundary: the phase ends on Redis state).
+constexpr auto kTriggerSettle = 50ms;
+// INFO polling period while a during phase runs.
+constexpr auto kPollPeriod = 10ms;
+
+std::vector<std::string> aof_args(const char* fsync, const char* no_fsync_on_rewrite) {
+  // auto-aof-rewrite-percentage 0: no automatic rewrite while the dataset loads, only ours.
+  // clang-format off
+  return {"--appendonly", "yes",
+          "--appendfsync", fsync,
+          "--no-appendfsync-on-rewrite", no_fsync_on_rewrite,
+          "--auto-aof-rewrite-percentage", "0"};
+  // clang-format on
+}
+
+/// Starts run_load on a thread of its own; finish() stops it and hands back what it measured.
+class LoadPhase {
+ public:
+  LoadPhase(std::string name, const loadgen::LoadgenOptions& options) : name_(std::move(name)) {
+    thread_ = std::thread([this, options] {
+      try {
+        result_ = loadgen::run_load(options, stop_);
+      } catch (const std::exception& e) {
+        error_ = e.what();
+      }
+      ended_.store(true);
+    });
+  }
+  ~LoadPhase() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+  LoadPhase(const LoadPhase&) = delete;
+  LoadPhase& operator=(const LoadPhase&) = delete;
+
+  /// True when the run ended by itself: it could not start or lost a connection.
+  bool ended() const { return ended_.load(); }
+
+  PhaseResult finish() {
+    stop_.store(true);
+    thread_.join();
+    if (!error_.empty())
+      throw BenchError(fmt::format("the load generator could not run the {} phase: {}", name_, error_));
+    PhaseResult p;
+    p.name = name_;
+    p.start_ns = result_.start_monotonic_ns;
+    p.end_ns = result_.start_monotonic_ns + static_cast<uint64_t>(result_.elapsed.count());
+    p.load = std::move(result_);
+    return p;
+  }
+
+ private:
+  std::string name_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> ended_{false};
+  loadgen::LoadgenResult result_;
+  std::string error_;
+  std::thread thread_;
+};
+
+int64_t info_int(const redis::InfoMap& info, const std::string& key) { return redis::info_int(info, key).value_or(-1); }
+
+/// Lets a phase run for `d`; returns early if the load ended by itself. Throws on a signal.
+void run_for(LoadPhase& phase, std::chrono::nanoseconds d, const std::atomic<bool>& interrupted) {
+  const auto until = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < until && !phase.ended()) {
+    if (!sleep_unless(std::min<std::chrono::nanoseconds>(until - std::chrono::steady_clock::now(), 20ms), interrupted))
+      throw Interrupted();
+  }
+}
+
+void add_phase(ScenarioResult& r, PhaseResult p) {
+  if (!p.load.failure.empty())
+    r.faults.push_back(fmt::format("the load generator stopped early in the {} phase: {}", p.name, p.load.failure));
+  const uint64_t errors = p.load.probe_error_replies + p.load.writer_error_replies;
+  if (errors > 0)
+    r.faults.push_back(
+        fmt::format("{} error replies in the {} phase (first: {})", errors, p.name, p.load.first_error_reply));
+  if (p.load.read_only && p.load.probe_misses > 0)
+    r.notes.push_back(fmt::format("{} probe GETs found no key in the {} phase", p.load.probe_misses, p.name));
+  r.phases.push_back(std::move(p));
+}
+
+/// Sends the trigger and polls Redis until the during phase's end condition holds. Records the
+/// times in `r`; a condition never reached is a fault.
+void trigger_and_wait(const ScenarioSpec& spec, RedisInstance& primary, RedisInstance* replica, LoadPhase& load,
+                      ScenarioResult& r, const std::atomic<bool>& interrupted) {
+  const redis::InfoMap before = primary.info();
+  r.trigger_ns = proc::monotonic_ns();
+  switch (spec.trigger) {
+    case Trigger::replica_sync:
+      replica->command({"REPLICAOF", "127.0.0.1", std::to_string(primary.port())});
+      break;
+    case Trigger::rewrite_aof:
+      primary.command({"BGREWRITEAOF"});
+      break;
+    case Trigger::bgsave:
+      primary.command({"BGSAVE"});
+      break;
+    case Trigger::none:
+      return;
+  }
+  const auto until = std::chrono::steady_clock::now() + kDuringTimeout;
+  for (;;) {
+    if (!sleep_unless(kPollPeriod, interrupted)) throw Interrupted();
+    bool done = false;
+    const redis::InfoMap p = primary.info("persistence");
+    if (spec.trigger == Trigger::replica_sync) {
+      if (!r.link_up_ns && replica->info_field("replication", "master_link_status") == "up")
+        r.link_up_ns = proc::monotonic_ns();
+      done = r.link_up_ns && info_int(p, "rdb_bgsave_in_progress") == 0;
+    } else if (spec.trigger == Trigger::rewrite_aof) {
+      done = info_int(p, "aof_rewrite_in_progress") == 0 && info_int(p, "aof_rewrite_scheduled") == 0;
+    } else {
+      done = info_int(p, "rdb_bgsave_in_progress") == 0;
+    }
+    if (done) break;
+    if (load.ended()) break;  // add_phase reports the load's failure
+    if (std::chrono::steady_clock::now() >= until) {
+      r.faults.push_back(
+          spec.trigger == Trigger::replica_sync
+              ? fmt::format("the replica never synced: master_link_status not up after {} s", kDuringTimeout.count())
+              : fmt::format("the {} did not finish within {} s",
+                            spec.trigger == Trigger::bgsave ? "BGSAVE" : "AOF rewrite", kDuringTimeout.count()));
+      break;
+    }
+  }
+  r.done_ns = proc::monotonic_ns();
+
+  // Redis's own counters say whether the thing really happened, independently of the tracer.
+  const redis::InfoMap after = primary.info();
+  if (spec.trigger == Trigger::replica_sync) {
+    const int64_t full = info_int(after, "sync_full") - info_int(before, "sync_full");
+    if (full < 1) r.faults.push_back("the primary's sync_full did not grow: no FULLRESYNC happened");
+    if (full > 1) r.notes.push_back(fmt::format("the replica needed {} full syncs to come up", full));
+  } else if (spec.trigger == Trigger::rewrite_aof) {
+    if (info_int(after, "aof_rewrites") <= info_int(before, "aof_rewrites"))
+      r.faults.push_back("aof_rewrites did not grow: the AOF rewrite did not happen");
+    if (redis::info_str(after, "aof_last_bgrewrite_status") != "ok")
+      r.faults.push_back("the AOF rewrite failed (aof_last_bgrewrite_status is not ok)");
+  } else if (spec.trigger == Trigger::bgsave) {
+    if (info_int(after, "rdb_saves") <= info_int(before, "rdb_saves"))
+      r.faults.push_back("rdb_saves did not grow: the BGSAVE did not happen");
+    if (redis::info_str(after, "rdb_last_bgsave_status") != "ok")
+      r.faults.push_back("the BGSAVE failed (rdb_last_bgsave_status is not ok)");
+  }
+}
+
+/// Waits until no fork child of Redis is alive (none should be, but a stray one would be counted
+/// as this scenario's).
+void wait_idle(RedisInstance& primary, const std::atomic<bool>& interrupted) {
+  const auto until = std::chrono::steady_clock::now() + kDuringTimeout;
+  while (std::chrono::steady_clock::now() < until) {
+    const auto p = primary.info("persistence");
+    if (info_int(p, "rdb_bgsave_in_progress") == 0 && info_int(p, "aof_rewrite_in_progress") == 0 &&
+        info_int(p, "aof_rewrite_scheduled") == 0)
+      return;
+    if (!sleep_unless(kPollPeriod, interrupted)) throw Interrupted();
+  }
+  throw BenchError("redis-server kept a fork child alive after loading the dataset");
+}
+
+uint64_t to_monotonic(const nlohmann::json& offset_ms, uint64_t start_ns) {
+  if (!offset_ms.is_number()) return 0;
+  const double ns = static_cast<double>(start_ns) + offset_ms.get<double>() * 1e6;
+  return ns > 0 ? static_cast<uint64_t>(ns) : 0;
+}
+
+std::optional<double> opt_number(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_number()) return std::nullopt;
+  return j[key].get<double>();
+}
+
+uint64_t count_of(const nlohmann::json& j, const char* key) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<uint64_t>() : 0;
+}
+
+/// The phase `ts` falls in: the during phase is bounded by the trigger and the end condition.
+std::string phase_at(const ScenarioResult& r, uint64_t ts) {
+  if (r.trigger_ns && ts >= r.trigger_ns && ts <= r.done_ns) return "during";
+  for (const auto& p : r.phases)
+    if (ts >= p.start_ns && ts <= p.end_ns) return p.name;
+  return "between phases";
+}
+
+/// Reads the capture's report into `r` and checks the forks against the scenario's expectation.
+void read_capture(const std::filesystem::path& json_path, ScenarioResult& r) {
+  std::ifstream in(json_path);
+  const auto j = in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
+  if (!j.is_object()) {
+    r.faults.push_back(fmt::format("the capture wrote no readable JSON report ({})", json_path.string()));
+    return;
+  }
+  const uint64_t start = j["capture"].value("start_monotonic_ns", uint64_t{0});
+  if (start == 0) r.faults.push_back("the capture's JSON has no capture.start_monotonic_ns");
+  r.system_thp_enabled = j["system"].value("thp_enabled", "");
+  r.system_thp_defrag = j["system"].value("thp_defrag", "");
+  const auto& target = j["target"];
+  if (target["thp_enabled_for_process"].is_boolean())
+    r.process_thp_enabled = target["thp_enabled_for_process"].get<bool>();
+  r.anon_huge_pages_kb_max = count_of(target["anon_huge_pages_kb"], "max");
+  r.rss_kb_max = count_of(target, "rss_kb_max");
+  r.dropped_events = count_of(j["totals"], "dropped_events");
+  for (const char* family : {"fork", "cow_fault", "thp", "stall", "redis"})
+    r.probes += fmt::format("{}{}={}", r.probes.empty() ? "" : " ", family, j["probes"].value(family, "?"));
+  if (j.contains("redis")) r.disable_thp = j["redis"].value("disable_thp", "");
+
+  for (const auto& f : j["forks"]) {
+    ForkRecord k;
+    k.child_pid = f.value("child_pid", int64_t{0});
+    k.reason = f.value("reason", "");
+    k.reason_source = f.value("reason_source", "");
+    k.fork_duration_us = opt_number(f, "fork_duration_us");
+    k.child_lifetime_ms = opt_number(f, "child_lifetime_ms");
+    k.cow_faults = count_of(f, "cow_faults");
+    k.child_cow_faults = count_of(f, "child_cow_faults");
+    k.thp_splits = count_of(f, "thp_splits");
+    k.thp_splits_source = f.value("thp_splits_source", "");
+    k.fork_ns = to_monotonic(f["fork_ts_ms"], start);
+    k.exit_ns = to_monotonic(f["exit_ts_ms"], start);
+    k.phase = phase_at(r, k.fork_ns);
+    r.forks.push_back(std::move(k));
+  }
+
+  if (r.dropped_events > 0)
+    r.faults.push_back(fmt::format("the capture dropped {} ring-buffer events", r.dropped_events));
+  const std::string& want = r.spec.expected_reason;
+  if (want.empty()) {
+    if (!r.forks.empty())
+      r.faults.push_back(
+          fmt::format("{} fork(s) where none was expected (first: {})", r.forks.size(), r.forks[0].reason));
+  } else if (r.forks.empty()) {
+    r.faults.push_back(fmt::format("no fork seen; expected a {} fork", want));
+  } else {
+    for (const auto& f : r.forks)
+      if (f.reason != want)
+        r.faults.push_back(fmt::format("the fork of child {} has reason {}, expected {}", f.child_pid, f.reason, want));
+    if (r.forks.size() > 1) r.notes.push_back(fmt::format("{} forks in one scenario (one expected)", r.forks.size()));
+    for (const auto& f : r.forks) {
+      if (f.phase != "during")
+        r.notes.push_back(fmt::format("the fork of child {} began in the {} phase, not during", f.child_pid, f.phase));
+      else if (f.exit_ns > r.done_ns)
+        r.notes.push_back(fmt::format("the child {} outlived the during phase by {:.0f} ms", f.child_pid,
+                                      static_cast<double>(f.exit_ns - r.done_ns) / 1e6));
+    }
+  }
+  if (!r.spec.thp_mode.empty()) {
+    if (r.system_thp_enabled != r.spec.thp_mode)
+      r.faults.push_back(
+          fmt::format("the capture saw THP mode {}, not the scenario's {}", r.system_thp_enabled, r.spec.thp_mode));
+    if (r.spec.thp_mode == "always" && r.process_thp_enabled == false)
+      r.faults.push_back("THP was off for the Redis process under `always` with disable-thp no");
+    if (r.spec.thp_mode == "always" && r.anon_huge_pages_kb_max == 0)
+      r.notes.push_back("AnonHugePages stayed 0 kB under THP `always`: no huge page backed the heap");
+  }
+}
+
+void copy_log(const RedisInstance& server, const std::filesystem::path& to) {
+  std::error_code ec;
+  std::filesystem::copy_file(server.dir() / "redis.log", to, std::filesystem::copy_options::overwrite_existing, ec);
+}
+
+loadgen::LoadgenOptions load_options(const BenchOptions& o, const ScenarioSpec& spec, int port) {
+  loadgen::LoadgenOptions lo;
+  lo.connection.host = "127.0.0.1";
+  lo.connection.port = port;
+  // Longer than any stall being measured: a fork of a few GB, an fsync behind a rewrite.
+  lo.connection.io_timeout = 60s;
+  lo.dataset = {.seed = o.seed, .keys = o.keys, .value_size = o.value_size};
+  lo.writers = o.writers;
+  lo.batch = o.batch;
+  lo.rate = o.rate;
+  lo.duration = std::chrono::nanoseconds::zero();  // until the phase's end condition
+  lo.read_only = spec.read_only;
+  lo.interval = 100ms;
+  return lo;
+}
+
+void run_phases(const ScenarioSpec& spec, RunContext& ctx, ScenarioResult& r) {
+  const BenchOptions& o = ctx.options;
+  const auto spp = std::chrono::nanoseconds(static_cast<int64_t>(o.seconds_per_phase * 1e9));
+  if (!spec.thp_mode.empty()) {
+    if (!ctx.thp) throw BenchError("the THP scenarios need a writable THP mode");
+    ctx.thp->set(spec.thp_mode);
+  }
+
+  const auto base = ctx.work_dir / spec.name;
+  std::vector<std::string> primary_args = spec.primary_args;
+  // No output-buffer limit for replicas: under the writers' load the default (256 MB hard) can
+  // drop the replica mid-sync and start a second full sync, which is a different experiment.
+  primary_args.insert(primary_args.end(),
+                      {"--client-output-buffer-limit", "replica 0 0 0", "--repl-diskless-sync-delay", "0"});
+  RedisInstance primary(base / "primary", primary_args);
+  std::unique_ptr<RedisInstance> replica;
+  if (spec.trigger == Trigger::replica_sync)
+    replica = std::make_unique<RedisInstance>(base / "replica", std::vector<std::string>{});
+
+  // The servers' logs are evidence whatever happens next: copied before the servers go.
+  struct CopyLogs {
+    const RedisInstance& primary;
+    const RedisInstance* replica;
+    std::filesystem::path to;
+    std::string name;
+    ~CopyLogs() {
+      std::error_code ec;
+      std::filesystem::create_directories(to, ec);
+      copy_log(primary, to / (name + "-primary.log"));
+      if (replica) copy_log(*replica, to / (name + "-replica.log"));
+    }
+  } copy_logs{primary, replica.get(), ctx.out_dir / "logs", spec.name};
+
+  const loadgen::Dataset dataset(loadgen::DatasetOptions{.seed = o.seed, .keys = o.keys, .value_size = o.value_size});
+  loadgen::ConnectionOptions conn;
+  conn.port = primary.port();
+  conn.io_timeout = 60s;
+  const auto loaded = loadgen::load_dataset(conn, dataset, {}, 1000, &ctx.interrupted);
+  if (ctx.interrupted.load()) throw Interrupted();
+  if (loaded.keys != o.keys) throw BenchError("the dataset did not load completely");
+  wait_idle(primary, ctx.interrupted);
+  r.info_after_load = primary.info();
+
+  const auto json_path = ctx.out_dir / "captures" / (spec.name + ".json");
+  std::optional<int> capture_code;
+  {
+    Capture capture(primary.pid(), primary.address(), json_path, ctx.interrupted);
+    const auto lo = load_options(o, spec, primary.port());
+    if (spec.trigger == Trigger::none) {
+      LoadPhase steady("steady", lo);
+      run_for(steady, 3 * spp, ctx.interrupted);
+      add_phase(r, steady.finish());
+    } else {
+      {
+        LoadPhase before("before", lo);
+        run_for(before, spp, ctx.interrupted);
+        add_phase(r, before.finish());
+      }
+      {
+        LoadPhase during("during", lo);
+        if (!sleep_unless(kTriggerSettle, ctx.interrupted)) throw Interrupted();
+        trigger_and_wait(spec, primary, replica.get(), during, r, ctx.interrupted);
+        add_phase(r, during.finish());
+      }
+      {
+        LoadPhase after("after", lo);
+        run_for(after, spp, ctx.interrupted);
+        add_phase(r, after.finish());
+      }
+    }
+    capture_code = capture.stop();
+    if (capture_code != 0)
+      r.faults.push_back(capture_code
+                             ? fmt::format("the capture exited with code {}: {}", *capture_code, capture.log_tail())
+                             : "the capture did not end within 60 s of SIGINT and was killed");
+  }
+  r.zero_ns = r.phases.empty() ? 0 : r.phases.front().start_ns;
+  read_capture(json_path, r);
+  r.info_end = primary.info();
+  r.completed = true;
+}
+
+}  // namespace
+
+const PhaseResult* ScenarioResult::phase(const std::string& name) const {
+  for (const auto& p : phases)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+const std::vector<ScenarioSpec>& all_scenarios() {
+  static const std::vector<ScenarioSpec> specs = [] {
+    std::vector<ScenarioSpec> v;
+    v.push_back({"steady", Trigger::none, false, "", {}, "", "write load, no fork"});
+    v.push_back({"full_sync_disk",
+                 Trigger::replica_sync,
+                 false,
+                 "full_sync_disk",
+                 {"--repl-diskless-sync", "no"},
+                 "",
+                 "a fresh replica pulls a full sync over disk (repl-diskless-sync no)"});
+    v.push_back({"full_sync_diskless",
+                 Trigger::replica_sync,
+                 false,
+                 "full_sync_diskless",
+                 {"--repl-diskless-sync", "yes"},
+                 "",
+                 "a fresh replica pulls a diskless full sync (repl-diskless-sync yes)"});
+    v.push_back({"readonly_control",
+                 Trigger::replica_sync,
+                 true,
+                 "full_sync_disk",
+                 {"--repl-diskless-sync", "no"},
+                 "",
+                 "the disk full sync under a read-only load (GET): the negative control"});
+    for (const char* fsync : {"always", "everysec"})
+      for (const char* skip : {"no", "yes"})
+        v.push_back({fmt::format("aof_{}_{}", fsync, skip), Trigger::rewrite_aof, false, "aof_rewrite",
+                     aof_args(fsync, skip), "",
+                     fmt::format("BGREWRITEAOF with appendfsync {}, no-appendfsync-on-rewrite {}", fsync, skip)});
+    v.push_back({"thp_always",
+                 Trigger::bgsave,
+                 false,
+                 "bgsave",
+                 {"--disable-thp", "no"},
+                 "always",
+                 "BGSAVE with THP `always` and disable-thp no"});
+    v.push_back({"thp_never",
+                 Trigger::bgsave,
+                 false,
+                 "bgsave",
+                 {"--disable-thp", "no"},
+                 "never",
+                 "BGSAVE with THP `never` and disable-thp no"});
+    return v;
+  }();
+  return specs;
+}
+
+std::vector<ScenarioSpec> select_scenarios(const std::string& comma_list) {
+  std::vector<bool> chosen(all_scenarios().size(), false);
+  std::istringstream in(comma_list);
+  bool any = false;
+  for (std::string word; std::getline(in, word, ',');) {
+    if (word.empty()) continue;
+    any = true;
+    bool matched = false;
+    for (size_t i = 0; i < all_scenarios().size(); ++i) {
+      const auto& s = all_scenarios()[i];
+      const bool hit = word == s.name || word == "all" ||
+                       (word == "aof_rewrite" && s.trigger == Trigger::rewrite_aof) ||
+                       (word == "thp_ab" && !s.thp_mode.empty()) ||
+                       (word == "full_sync" && s.trigger == Trigger::replica_sync && !s.read_only);
+      if (hit) chosen[i] = matched = true;
+    }
+    if (!matched) {
+      std::string names;
+      for (const auto& s : all_scenarios()) names += s.name + ", ";
+      throw BenchUsageError(
+          fmt::format("--scenarios: unknown scenario '{}' (known: {}and the groups full_sync, "
+                      "aof_rewrite, thp_ab, all)",
+                      word, names));
+    }
+  }
+  if (!any) throw BenchUsageError("--scenarios: the list is empty");
+  std::vector<ScenarioSpec> out;
+  for (size_t i = 0; i < chosen.size(); ++i)
+    if (chosen[i]) out.push_back(all_scenarios()[i]);
+  return out;
+}
+
+ScenarioResult run_scenario(const ScenarioSpec& spec, RunContext& ctx) {
+  ScenarioResult r;
+  r.spec = spec;
+  // The host's THP mode comes back after a THP scenario, whatever happens in it.
+  struct RestoreThp {
+    ThpMode* thp;
+    bool armed;
+    ~RestoreThp() {
+      if (armed && thp) thp->restore();
+    }
+  } restore_thp{ctx.thp, !spec.thp_mode.empty()};
+  try {
+    run_phases(spec, ctx, r);
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const std::exception& e) {
+    r.faults.push_back(e.what());
+  }
+  if (!r.completed && ctx.interrupted.load()) throw Interrupted();
+  return r;
+}
+
+}  // namespace thptrace::bench
