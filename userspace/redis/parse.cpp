@@ -6,6 +6,7 @@
 #include <bit>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 
 namespace thptrace::redis {
 namespace {
@@ -20,6 +21,10 @@ std::string_view reply_str(const redisReply* r) {
   if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) || !r->str) return {};
   return {r->str, r->len};
 }
+
+// Counts come from the server: a sum that would wrap saturates instead, which keeps a summed
+// histogram monotone (tests/fuzz found three commands near 2^63 calls each breaking it).
+uint64_t add_saturating(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
 
 std::optional<long long> reply_int(const redisReply* r) {
   if (!r) return std::nullopt;
@@ -97,8 +102,11 @@ LatencyHistogram LatencyHistogram::minus(const LatencyHistogram& earlier) const 
 std::optional<double> LatencyHistogram::quantile_us(double q) const {
   const uint64_t n = total();
   if (n == 0 || q <= 0 || q > 1) return std::nullopt;
-  // The rank of the q-quantile, rounded up: p99.9 of 1000 calls is the 999th.
-  const auto rank = static_cast<uint64_t>(std::max(1.0, std::ceil(q * static_cast<double>(n))));
+  // The rank of the q-quantile, rounded up: p99.9 of 1000 calls is the 999th. It is at most n,
+  // which is compared in double first: a total near 2^64 rounds up to 2^64 there, and converting
+  // that back is undefined (found by tests/fuzz).
+  const double r = std::max(1.0, std::ceil(q * static_cast<double>(n)));
+  const uint64_t rank = r >= static_cast<double>(n) ? n : static_cast<uint64_t>(r);
   for (size_t i = 0; i < kBuckets; ++i)
     if (cumulative[i] >= rank) return static_cast<double>(uint64_t{1} << i);
   return static_cast<double>(uint64_t{1} << (kBuckets - 1));
@@ -115,7 +123,7 @@ std::optional<LatencyHistogram> parse_latency_histogram(const redisReply* reply)
       const auto key = reply_str(body->element[j]);
       const redisReply* val = body->element[j + 1];
       if (key == "calls") {
-        if (const auto c = reply_int(val); c && *c >= 0) sum.calls += static_cast<uint64_t>(*c);
+        if (const auto c = reply_int(val); c && *c >= 0) sum.calls = add_saturating(sum.calls, static_cast<uint64_t>(*c));
       } else if (key == "histogram_usec") {
         if (!val || val->type != REDIS_REPLY_ARRAY || val->elements % 2 != 0) return std::nullopt;
         for (size_t k = 0; k + 1 < val->elements; k += 2) {
@@ -133,7 +141,7 @@ std::optional<LatencyHistogram> parse_latency_histogram(const redisReply* reply)
     }
     // Carry each cumulative count forward to the buckets Redis left out.
     for (size_t b = 1; b < cmd.size(); ++b) cmd[b] = std::max(cmd[b], cmd[b - 1]);
-    for (size_t b = 0; b < cmd.size(); ++b) sum.cumulative[b] += cmd[b];
+    for (size_t b = 0; b < cmd.size(); ++b) sum.cumulative[b] = add_saturating(sum.cumulative[b], cmd[b]);
   }
   return sum;
 }
