@@ -12,6 +12,7 @@
 #include <optional>
 #include <sstream>
 
+#include "common/program_options.h"
 #include "bench/bench.h"
 #include "bench/host.h"
 #include "bench/process.h"
@@ -223,13 +224,12 @@ std::string bench_usage() {
 
 BenchOptions parse_bench_options(int argc, const char* const* argv) {
   po::variables_map vm;
-  try {
+  const auto parse = [](int n, const char* const* args, po::variables_map& out, bool /*safe*/) {
     const po::positional_options_description no_positionals;
-    po::store(po::command_line_parser(argc, argv).options(describe_options()).positional(no_positionals).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw BenchUsageError(e.what());
-  }
+    po::store(po::command_line_parser(n, args).options(describe_options()).positional(no_positionals).run(), out);
+    po::notify(out);
+  };
+  if (const auto error = parse_command_line(parse, argc, argv, vm)) throw BenchUsageError(*error);
   BenchOptions o;
   if (vm.count("help") != 0) {
     o.help = true;

@@ -10,6 +10,7 @@
 #include "cli/capture.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/program_options.h"
 #include "daemon/daemon.h"
 #include "loadgen/command.h"
 #include "thptrace/version.h"
@@ -41,12 +42,12 @@ int capture_main(int argc, char** argv) {
       "ringbuf-kb", po::value<size_t>()->default_value(256), "ring buffer size, KiB")(
       "verbose,v", "print libbpf's messages and debug lines");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw FatalError(kExitUsage, std::string(e.what()) + " (see thptrace --help).");
-  }
+  const auto parse = [&desc](int n, const char* const* args, po::variables_map& out, bool /*safe*/) {
+    po::store(po::command_line_parser(n, args).options(desc).run(), out);
+    po::notify(out);
+  };
+  if (const auto error = parse_command_line(parse, argc, argv, vm))
+    throw FatalError(kExitUsage, *error + " (see thptrace --help).");
   if (vm.count("help")) {
     std::cout << kUsage << "\n" << desc << "\n";
     return kExitOk;

@@ -8,6 +8,7 @@
 
 #include "cli/capture.h"
 #include "common/error.h"
+#include "common/program_options.h"
 #include "tracer/probe.h"
 
 namespace po = boost::program_options;
@@ -21,12 +22,12 @@ int probe_main(int argc, char** argv) {
       "redis-binary", po::value<std::string>()->default_value("/usr/bin/redis-server"),
       "redis-server binary whose exported symbols decide the redis family");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw FatalError(kExitUsage, std::string("probe: ") + e.what() + " (see thptrace probe --help).");
-  }
+  const auto parse = [&desc](int n, const char* const* args, po::variables_map& out, bool /*safe*/) {
+    po::store(po::command_line_parser(n, args).options(desc).run(), out);
+    po::notify(out);
+  };
+  if (const auto error = parse_command_line(parse, argc, argv, vm))
+    throw FatalError(kExitUsage, "probe: " + *error + " (see thptrace probe --help).");
   if (vm.count("help")) {
     std::cout << desc << "\n";
     return kExitOk;

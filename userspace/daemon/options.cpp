@@ -1,11 +1,14 @@
 // `thptrace daemon` flags and config file (Boost.Program_options; a flag wins over the file).
 #include <boost/program_options.hpp>
-#include <fstream>
+#include <algorithm>
+#include <sstream>
 #include <iostream>
 
 #include "cli/capture.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/program_options.h"
+#include "proc/proc.h"
 #include "daemon/daemon.h"
 #include "redis/client.h"
 
@@ -27,18 +30,25 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
       "ringbuf-kb", po::value<size_t>()->default_value(256), "ring buffer size, KiB")(
       "verbose,v", "print libbpf's messages and debug lines");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
-    if (vm.count("config")) {
-      const std::string path = vm["config"].as<std::string>();
-      std::ifstream in(path);
-      if (!in) throw FatalError(kExitUsage, "cannot read the config file " + path + ".");
-      po::store(po::parse_config_file(in, desc), vm);
+  // The config file is read once, at most 1 MiB of it.
+  std::optional<std::string> config_text;
+  const auto parse = [&](int n, const char* const* args, po::variables_map& out, bool safe) {
+    po::store(po::command_line_parser(n, args).options(desc).run(), out);
+    if (out.count("config")) {
+      const std::string path = out["config"].as<std::string>();
+      if (!config_text) {
+        config_text = proc::read_file(path, 1 << 20);
+        if (!config_text) throw FatalError(kExitUsage, "cannot read the config file " + path + ".");
+      }
+      std::string text = *config_text;
+      if (safe) std::replace(text.begin(), text.end(), '%', '?');
+      std::istringstream in(text);
+      po::store(po::parse_config_file(in, desc), out);
     }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw FatalError(kExitUsage, std::string("daemon: ") + e.what() + " (see thptrace daemon --help).");
-  }
+    po::notify(out);
+  };
+  if (const auto error = parse_command_line(parse, argc, argv, vm))
+    throw FatalError(kExitUsage, "daemon: " + *error + " (see thptrace daemon --help).");
   if (vm.count("help")) {
     std::cout << desc << "\n";
     return std::nullopt;

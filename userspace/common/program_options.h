@@ -1,0 +1,40 @@
+#pragma once
+// Boost.Program_options writes the text of an error by substituting the offending token into
+// "%name%" placeholders, and never finishes when the token holds such a placeholder itself
+// (`--pid %value%`, found by tests/fuzz). parse_command_line() runs a parse and, when it fails, takes
+// the message from parsing again a copy whose '%' are '?': it fails the same way and cannot loop.
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace thptrace {
+
+// parse(argc, argv, vm, safe) fills vm and throws boost::program_options::error on bad input; `safe`
+// is true on the second run, where any other text it parses (a config file) must have its '%'
+// replaced too. Returns the error's message, or nullopt when the parse succeeded.
+template <typename Parse>
+std::optional<std::string> parse_command_line(Parse&& parse, int argc, const char* const* argv,
+                                              boost::program_options::variables_map& vm) {
+  try {
+    parse(argc, argv, vm, false);
+    return std::nullopt;
+  } catch (const boost::program_options::error&) {
+    // Do not call what() on this one: that is where Boost loops.
+  }
+  std::vector<std::string> safe(argv, argv + argc);
+  for (auto& arg : safe) std::replace(arg.begin(), arg.end(), '%', '?');
+  std::vector<const char*> safe_argv;
+  for (const auto& arg : safe) safe_argv.push_back(arg.c_str());
+  boost::program_options::variables_map scratch;
+  try {
+    parse(argc, safe_argv.data(), scratch, true);
+  } catch (const boost::program_options::error& e) {
+    return std::string(e.what());
+  }
+  return std::string("the command line cannot be parsed");
+}
+
+}  // namespace thptrace
