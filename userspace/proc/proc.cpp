@@ -108,7 +108,9 @@ std::optional<std::string> read_file(const std::string& path, size_t max_bytes) 
   if (!in) return std::nullopt;
   std::string out;
   char buf[4096];
-  while (out.size() < max_bytes && in.read(buf, sizeof buf), in.gcount() > 0)
+  // Each chunk's count decides, not the stream state, so the last partial chunk is kept. (A comma
+  // here once made the loop re-append the last chunk forever when the file was longer than max_bytes.)
+  while (out.size() < max_bytes && in.read(buf, sizeof buf).gcount() > 0)
     out.append(buf, static_cast<size_t>(in.gcount()));
   if (out.size() > max_bytes) out.resize(max_bytes);
   return out;
