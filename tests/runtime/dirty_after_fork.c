@@ -20,15 +20,6 @@
 #define PAGE 4096UL
 #define HUGE (2UL << 20)
 
-/* In a sanitizer build (scripts/sanitize.sh) LeakSanitizer's check at exit clones a tracer process,
- * which thptrace rightly counts as a second fork of this workload; the fork count is the tests'
- * answer, so the check is off here (the workload frees nothing on purpose). Unused otherwise. */
-int __lsan_is_turned_off(void);
-int __lsan_is_turned_off(void)
-{
-	return 1;
-}
-
 int main(int argc, char **argv)
 {
 	if (argc < 3) {

@@ -1,0 +1,307 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): what thptrace costs under a copy-on-write fault storm (issue 5).
+#  1. Per-event cost of each of thptrace's BPF programs from the kernel's own accounting
+#     (kernel.bpf_stats_enabled: run_time_ns / run_cnt, read with `bpftool -j prog show` while the
+#     capture runs), next to a bpftrace one-liner counting the same tracepoint for the same pid in
+#     the same run.
+#  2. Time for the parent to dirty PAGES pages after fork (every write a COW fault while the child
+#     sleeps), untraced vs traced by thptrace (and vs the bpftrace one-liner alone), interleaved,
+#     RUNS of each, statistics off; the ratio of the medians.
+#  3. Events lost (dropped_events in the capture's JSON) at that burst.
+# Usage (root): tests/bench/bpf_cost.sh [BUILD_DIR]     BUILD_DIR defaults to <repo>/build.
+# Tunables (environment): PAGES=262144 (1 GiB) CHILD_MS=5000 RUNS=5 THPTRACE_BIN WORKLOAD_BIN
+#   (default BUILD_DIR/userspace/cli/thptrace and BUILD_DIR/tests/runtime/dirty_after_fork).
+# Changes to the system, all undone on exit: kernel.bpf_stats_enabled=1 during part 1, tracefs mounted at
+# /sys/kernel/tracing when it was not (bpftrace needs it for tracepoint formats).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${1:-$root/build}
+thptrace=${THPTRACE_BIN:-$build/userspace/cli/thptrace}
+workload=${WORKLOAD_BIN:-$build/tests/runtime/dirty_after_fork}
+pages=${PAGES:-262144}
+child_ms=${CHILD_MS:-5000}
+runs=${RUNS:-5}
+
+die() { echo "$0: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "run as root (it loads BPF programs and sets kernel.bpf_stats_enabled)."
+[ -x "$thptrace" ] || die "no thptrace binary at $thptrace (build first, or set THPTRACE_BIN)."
+[ -x "$workload" ] || die "no workload at $workload (build first, or set WORKLOAD_BIN)."
+for tool in bpftool python3 sysctl; do
+  command -v "$tool" >/dev/null || die "$tool is missing (scripts/install-deps.sh installs it)."
+done
+
+work=$(mktemp -d /tmp/thptrace-bpfcost.XXXXXX)
+stats_before=$(sysctl -n kernel.bpf_stats_enabled)
+mounted_tracefs=0
+pids=()  # background processes of ours not yet reaped: only these are ever killed
+forget() {
+  local keep=() p
+  for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+  pids=("${keep[@]}")
+}
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  sysctl -q -w kernel.bpf_stats_enabled="$stats_before" || true
+  if [ "$mounted_tracefs" -eq 1 ]; then umount /sys/kernel/tracing || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---- helpers --------------------------------------------------------------------------------
+
+# Starts the workload with its stdin and stdout on FIFOs (fds wl_in, wl_out); sets wl_pid once it
+# has populated its pages.
+start_workload() {
+  rm -f "$work/in" "$work/out"
+  mkfifo "$work/in" "$work/out"
+  "$workload" "$pages" "$child_ms" 4k timing <"$work/in" >"$work/out" &
+  wl_bg=$!
+  pids+=("$wl_bg")
+  exec {wl_in}>"$work/in" {wl_out}<"$work/out"
+  local line
+  read -r -t 60 line <&"$wl_out" || die "the workload did not get ready"
+  [[ $line == ready\ * ]] || die "unexpected workload output: $line"
+  wl_pid=${line#ready }
+}
+
+# go_and_time: lets the workload fork and dirty; sets dirty_ns. The workload's child then still
+# sleeps, so the target (and a capture of it) is alive until finish_workload.
+go_and_time() {
+  echo go >&"$wl_in"
+  local line
+  read -r -t 120 line <&"$wl_out" || die "the workload did not report dirty_ns (does $workload support 'timing'?)"
+  [[ $line == dirty_ns\ * ]] || die "unexpected workload output: $line"
+  dirty_ns=${line#dirty_ns }
+  if [ "$dirty_ns" -ge $((child_ms * 1000000)) ]; then
+    echo "warning: dirtying took ${dirty_ns} ns, longer than the child's ${child_ms} ms: raise CHILD_MS" >&2
+  fi
+}
+
+finish_workload() {
+  local line
+  read -r -t 120 line <&"$wl_out" || die "the workload did not finish"
+  exec {wl_in}>&- {wl_out}<&-
+  wait "$wl_bg" || die "the workload failed"
+  forget "$wl_bg"
+}
+
+# start_capture JSON: thptrace on wl_pid; returns once its probes are attached ("tracing pid").
+start_capture() {
+  "$thptrace" --pid "$wl_pid" --duration 300 --json "$1" >"$work/capture.out" 2>"$work/capture.err" &
+  cap_pid=$!
+  pids+=("$cap_pid")
+  local i
+  for i in $(seq 1 300); do
+    grep -q "tracing pid" "$work/capture.err" 2>/dev/null && return 0
+    kill -0 "$cap_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  cat "$work/capture.err" >&2
+  die "thptrace did not start tracing"
+}
+
+# The capture ends by itself when the target exits.
+wait_capture() {
+  local rc=0
+  wait "$cap_pid" || rc=$?
+  forget "$cap_pid"
+  [ "$rc" -eq 0 ] || { cat "$work/capture.err" >&2; die "thptrace exited with $rc"; }
+}
+
+# prog_ids PID: ids of the BPF programs PID holds (program and link fds show "prog_id:" in their
+# fdinfo). Read from /proc rather than from `bpftool prog show`'s pids, which Debian's bpftool lacks,
+# and rather than by name, so another thptrace running on the machine is not counted.
+prog_ids() {
+  cat /proc/"$1"/fdinfo/* 2>/dev/null | sed -n 's/^prog_id:[[:space:]]*//p' | sort -un | tr '\n' ' '
+}
+
+# holds_prog PID: prints "y" when PID holds a BPF program.
+holds_prog() {
+  if [ -n "$(prog_ids "$1")" ]; then echo y; fi
+}
+
+# prog_stats FILE PID: run_cnt/run_time_ns of every BPF program PID holds, as JSON {id: {...}}.
+prog_stats() {
+  bpftool -j prog show | python3 -c '
+import json, sys
+ids = {int(i) for i in sys.argv[1].split()}
+out = {}
+for p in json.load(sys.stdin):
+    if p["id"] in ids:
+        out[p["id"]] = {"name": p.get("name", "?"), "type": p.get("type", "?"),
+                        "run_cnt": p.get("run_cnt", 0), "run_time_ns": p.get("run_time_ns", 0)}
+json.dump(out, sys.stdout)' "$(prog_ids "$2")" >"$1"
+}
+
+# start_bpftrace: the one-liner on wl_pid; sets bt_pid once attached, or leaves it empty and says
+# why in bt_status. Mounts tracefs first when needed (bpftrace reads tracepoint formats there).
+start_bpftrace() {
+  bt_pid=
+  if ! command -v bpftrace >/dev/null; then
+    bt_status="bpftrace is not installed"
+    return
+  fi
+  if ! mountpoint -q /sys/kernel/tracing; then
+    mount -t tracefs nodev /sys/kernel/tracing && mounted_tracefs=1
+  fi
+  bpftrace -e "tracepoint:exceptions:page_fault_user /pid == $wl_pid/ { @ = count(); }" \
+    >"$work/bpftrace.out" 2>"$work/bpftrace.err" &
+  bt_pid=$!
+  pids+=("$bt_pid")
+  # Attached once it holds a program, plus a moment for the perf event to be enabled.
+  for _ in $(seq 1 300); do
+    [ -n "$(holds_prog "$bt_pid")" ] && { sleep 1; break; }
+    kill -0 "$bt_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -n "$(holds_prog "$bt_pid")" ]; then
+    bt_status="attached"
+  else
+    bt_status="could not attach: $(tr '\n' ' ' <"$work/bpftrace.err")"
+    stop_bpftrace
+  fi
+}
+
+# stop_bpftrace: SIGINT, which makes bpftrace print its map and detach.
+stop_bpftrace() {
+  [ -n "$bt_pid" ] || return 0
+  kill -INT "$bt_pid" 2>/dev/null || true
+  wait "$bt_pid" 2>/dev/null || true
+  forget "$bt_pid"
+  bt_pid=
+}
+
+# ---- warm-up: the first touches of fresh memory are slow on a VM; not counted ------------------
+
+start_workload
+go_and_time
+finish_workload
+
+# ---- 1. per-event cost, thptrace and bpftrace on the same storm --------------------------------
+
+echo "fault storm: $pages pages ($((pages * 4 / 1024)) MiB) dirtied after fork by $(basename "$workload"), child sleeps ${child_ms} ms"
+start_workload
+start_capture "$work/cost.json"
+
+start_bpftrace
+
+sysctl -q -w kernel.bpf_stats_enabled=1
+prog_stats "$work/thp.before" "$cap_pid"
+[ -n "$bt_pid" ] && prog_stats "$work/bt.before" "$bt_pid"
+go_and_time
+prog_stats "$work/thp.after" "$cap_pid"
+[ -n "$bt_pid" ] && prog_stats "$work/bt.after" "$bt_pid"
+storm_ns=$dirty_ns
+# Statistics cost two clock reads per program run: off again for the timing below.
+sysctl -q -w kernel.bpf_stats_enabled="$stats_before"
+have_bt=$([ -n "$bt_pid" ] && echo 1 || echo 0)
+stop_bpftrace
+finish_workload
+wait_capture
+
+python3 - "$work" "$pages" "$storm_ns" "$bt_status" <<'PY'
+import json, os, sys
+work, pages, storm_ns, bt_status = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+
+def delta(prefix):
+    before = json.load(open(f"{work}/{prefix}.before"))
+    after = json.load(open(f"{work}/{prefix}.after"))
+    rows = []
+    for pid, a in after.items():
+        b = before.get(pid, {"run_cnt": 0, "run_time_ns": 0})
+        rows.append((a["name"], a["type"], a["run_cnt"] - b["run_cnt"], a["run_time_ns"] - b["run_time_ns"]))
+    return sorted(rows, key=lambda r: -r[2])
+
+def table(title, rows):
+    print(title)
+    print(f"  {'program':<16} {'type':<10} {'runs':>10} {'run_time_ns':>13} {'ns/event':>9}")
+    for name, typ, cnt, ns in rows:
+        per = f"{ns / cnt:.1f}" if cnt else "-"
+        print(f"  {name:<16} {typ:<10} {cnt:>10} {ns:>13} {per:>9}")
+
+report = json.load(open(f"{work}/cost.json"))
+rows = delta("thp")
+table("thptrace programs during the storm (kernel.bpf_stats_enabled; runs are system-wide):", rows)
+# The programs a COW fault runs: the fault hook (page_fault_user, or fentry/fexit on do_wp_page)
+# and the page allocation of the copy. The others run per syscall or per fork, not per fault.
+fault_path = [r for r in rows if r[2] and r[0].startswith(("fault_", "wp_", "huge_wp_", "page_alloc_"))]
+per_fault = sum(r[3] / r[2] for r in fault_path)
+print(f"  per COW fault: {' + '.join(f'{r[0]} {r[3] / r[2]:.1f}' for r in fault_path)} = {per_fault:.1f} ns "
+      f"(goal <= 100 ns)")
+print(f"  report: cow_faults={report['totals']['cow_faults']} dropped_events={report['totals']['dropped_events']}")
+print(f"  storm: {storm_ns / 1e6:.1f} ms for {pages} faults = {pages / (storm_ns / 1e9) / 1e6:.2f} M faults/s")
+print(f"  probes: " + " ".join(f"{k}={v}" for k, v in report.get("probes", {}).items() if isinstance(v, str)))
+if os.path.exists(f"{work}/bt.after"):
+    table("bpftrace one-liner on the same storm (tracepoint:exceptions:page_fault_user /pid == N/ { @ = count(); }):",
+          delta("bt"))
+    out = open(f"{work}/bpftrace.out").read().strip().splitlines()
+    print("  bpftrace printed: " + " ".join(l for l in out if l.startswith("@")))
+else:
+    print(f"bpftrace: {bt_status}")
+PY
+
+# ---- 2 and 3. dirty time untraced vs traced, interleaved; drops at the burst --------------------
+# bpf_stats are off here, as in production. When bpftrace attached above, a third arm runs the
+# one-liner alone, for the same comparison of whole-path cost (its tracepoint is a perf event,
+# whose own overhead run_time_ns does not show).
+
+untraced=()
+traced=()
+bpftraced=()
+drops=()
+for i in $(seq 1 "$runs"); do
+  start_workload
+  go_and_time
+  finish_workload
+  untraced+=("$dirty_ns")
+
+  start_workload
+  start_capture "$work/run$i.json"
+  go_and_time
+  finish_workload
+  wait_capture
+  traced+=("$dirty_ns")
+  drops+=("$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["totals"]; print(t["dropped_events"], t["cow_faults"])' "$work/run$i.json")")
+
+  if [ "$have_bt" -eq 1 ]; then
+    start_workload
+    start_bpftrace
+    [ -n "$bt_pid" ] || die "bpftrace attached once but not again: $bt_status"
+    go_and_time
+    stop_bpftrace
+    finish_workload
+    bpftraced+=("$dirty_ns")
+  fi
+done
+
+python3 - "$pages" "${untraced[*]}" "${traced[*]}" "${bpftraced[*]}" "${drops[@]}" <<'PY'
+import statistics, sys
+pages = int(sys.argv[1])
+u = [int(x) for x in sys.argv[2].split()]
+t = [int(x) for x in sys.argv[3].split()]
+b = [int(x) for x in sys.argv[4].split()]
+drops = [tuple(int(v) for v in d.split()) for d in sys.argv[5:]]
+ms = lambda v: " ".join(f"{x / 1e6:.0f}" for x in v)
+med = statistics.median
+print(f"dirty {pages} pages after fork, {len(u)} interleaved runs of each (ms; bpf_stats off):")
+print(f"  untraced:          {ms(u)}   median {med(u) / 1e6:.1f}")
+print(f"  thptrace:          {ms(t)}   median {med(t) / 1e6:.1f}")
+if b:
+    print(f"  bpftrace one-liner: {ms(b)}   median {med(b) / 1e6:.1f}")
+print(f"  thptrace/untraced: {med(t) / med(u):.3f} (ratio of medians; goal <= 1.05), "
+      f"{statistics.mean(t) / statistics.mean(u):.3f} (ratio of means)")
+if b:
+    print(f"  bpftrace/untraced: {med(b) / med(u):.3f} (ratio of medians)")
+us_per_fault = lambda v: med(v) / pages / 1e3
+extra = (med(t) - med(u)) / pages
+print(f"  per fault: {us_per_fault(u):.2f} us untraced, {us_per_fault(t):.2f} us traced: +{extra:.0f} ns")
+rates = [pages / (x / 1e9) / 1e6 for x in t]
+print(f"  burst rate while traced: {min(rates):.2f}-{max(rates):.2f} M faults/s")
+print(f"  dropped_events per traced run: {' '.join(str(d[0]) for d in drops)}   "
+      f"cow_faults reported: {' '.join(str(d[1]) for d in drops)}")
+PY

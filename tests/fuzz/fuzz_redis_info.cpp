@@ -1,0 +1,34 @@
+// INFO text from a Redis we do not control: parse_info, then everything built on its map
+// (parse_replicas, info_int, snapshot_from_info).
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "fuzz_check.h"
+#include "redis/parse.h"
+#include "redis/watcher.h"
+
+using namespace thptrace::redis;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  const InfoMap info = parse_info(text);
+
+  size_t slave_keys = 0;
+  for (const auto& [key, value] : info) {
+    // A key is the text before the first colon of one line that is not a comment.
+    FUZZ_CHECK(!key.empty());
+    FUZZ_CHECK(key.front() != '#');
+    FUZZ_CHECK(key.find_first_of(":\n") == std::string::npos);
+    FUZZ_CHECK(value.find('\n') == std::string::npos);
+    FUZZ_CHECK(key.size() + value.size() < size);
+    if (key.rfind("slave", 0) == 0) ++slave_keys;
+    (void)info_int(info, key);
+  }
+  FUZZ_CHECK(parse_replicas(info).size() <= slave_keys);
+
+  const Snapshot s = snapshot_from_info(info, 42);
+  FUZZ_CHECK(s.up && s.ts_ns == 42);
+  if (const auto pid = info_int(info, "process_id")) FUZZ_CHECK(s.process_id == *pid);
+  return 0;
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (this folder's CMake project, with clang) and runs each one for a
+# bounded time over a copy of its committed corpus, so new inputs never land in the repository.
+# Every committed input (crash-* regressions included) is replayed first; dict/<target>.dict, when
+# present, seeds the mutations with the tokens and edge numbers that matter to that parser. Any
+# crash, sanitizer report, invariant failure, timeout or OOM fails the run. Prints one line per
+# target, then "N passed, M failed"; exits non-zero when a target failed or the build did.
+#
+# Environment: FUZZ_SECONDS (per target, default 20), FUZZ_BUILD_DIR (default <repo>/build-fuzz),
+# FUZZ_JOBS (build parallelism, default 2), FUZZ_TARGETS (space-separated subset, default all),
+# FUZZ_ARTIFACTS (where failing inputs are kept, default $FUZZ_BUILD_DIR/artifacts).
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
+seconds=${FUZZ_SECONDS:-20}
+jobs=${FUZZ_JOBS:-2}
+artifacts=${FUZZ_ARTIFACTS:-$build/artifacts}
+
+if ! command -v clang++ >/dev/null; then
+  echo "run.sh: clang++ not found (scripts/install-deps.sh installs it)" >&2
+  exit 1
+fi
+
+echo "building fuzz targets in $build"
+mkdir -p "$build"
+if ! CC=clang CXX=clang++ cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build/configure.log" 2>&1; then
+  cat "$build/configure.log" >&2
+  echo "run.sh: configuring the fuzz targets failed" >&2
+  exit 1
+fi
+if ! cmake --build "$build" -j"$jobs" >"$build/build.log" 2>&1; then
+  tail -n 40 "$build/build.log" >&2
+  echo "run.sh: building the fuzz targets failed (log: $build/build.log)" >&2
+  exit 1
+fi
+
+if [ -n "${FUZZ_TARGETS:-}" ]; then
+  read -r -a targets <<<"$FUZZ_TARGETS"
+else
+  targets=()
+  for src in "$here"/fuzz_*.cpp; do
+    name=$(basename "$src" .cpp)
+    targets+=("${name#fuzz_}")
+  done
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/thptrace-fuzz.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# UBSan findings are already fatal at compile time (-fno-sanitize-recover); these make every report
+# carry a stack. LeakSanitizer stays on: a leak in a parser is a finding too.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+
+passed=0
+failed=0
+for t in "${targets[@]}"; do
+  bin=$build/fuzz_$t
+  seeds=$here/corpus/$t
+  if [ ! -x "$bin" ] || [ ! -d "$seeds" ]; then
+    printf 'FAIL  %-18s no binary %s or no corpus %s\n' "$t" "$bin" "$seeds"
+    failed=$((failed + 1))
+    continue
+  fi
+  mkdir -p "$work/$t/corpus" "$work/$t/artifacts"
+  cp -- "$seeds"/* "$work/$t/corpus/"
+  log=$work/$t/log
+  start=$(date +%s)
+  dict=()
+  [ -f "$here/dict/$t.dict" ] && dict=(-dict="$here/dict/$t.dict")
+  "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "${dict[@]}" \
+    -artifact_prefix="$work/$t/artifacts/" "$work/$t/corpus" >"$log" 2>&1
+  rc=$?
+  elapsed=$(($(date +%s) - start))
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
+  seeds_n=$(find "$seeds" -type f | wc -l)
+  corp=$(find "$work/$t/corpus" -type f | wc -l)
+  if [ "$rc" -eq 0 ]; then
+    printf 'PASS  %-18s %6s execs in %3ss, cov %s, corpus %s -> %s\n' "$t" "${execs:-?}" "$elapsed" "${cov:-?}" "$seeds_n" "$corp"
+    passed=$((passed + 1))
+  else
+    mkdir -p "$artifacts/$t"
+    cp -- "$work/$t/artifacts"/* "$artifacts/$t/" 2>/dev/null
+    cp -- "$log" "$artifacts/$t/log"
+    printf 'FAIL  %-18s exit %s after %ss; inputs and log kept in %s\n' "$t" "$rc" "$elapsed" "$artifacts/$t"
+    grep -E 'ERROR: |invariant failed|runtime error|SUMMARY|deadly signal|uncaught exception' "$log" | head -n 5 | sed 's/^/      /'
+    failed=$((failed + 1))
+  fi
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
