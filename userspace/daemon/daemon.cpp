@@ -281,4 +281,12 @@ int Daemon::run() {
   return kExitOk;
 }
 
+int daemon_main(int argc, char** argv) {
+  const auto options = parse_daemon_options(argc, argv);
+  if (!options) return kExitOk;
+  cli::install_stop_handlers();
+  Daemon d(*options);
+  return d.run();
+}
+
 }  // namespace thptrace::daemon

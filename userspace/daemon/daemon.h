@@ -15,26 +15,12 @@
 #include <vector>
 
 #include "daemon/metrics.h"
+#include "daemon/options.h"
 #include "redis/watcher.h"
 #include "tracer/tracer.h"
 
 namespace thptrace::daemon {
 
-struct DaemonOptions {
-  std::string listen = "127.0.0.1:9966";
-  std::vector<std::string> redis;  // HOST:PORT
-  std::vector<int> pids;
-  std::string redis_password_file;
-  std::string redis_user;
-  bool discover = false;
-  int poll_interval_ms = 100;
-  bool force_fallback = false;
-  size_t ringbuf_kb = 256;
-};
-
-// Parses flags and the config file (flags win). Throws FatalError(kExitUsage) on bad input.
-// Returns nullopt after printing --help.
-std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv);
 int daemon_main(int argc, char** argv);
 
 // A redis-server's listening address from its process title ("redis-server 127.0.0.1:6379"), as

@@ -4,12 +4,11 @@
 #include <sstream>
 #include <iostream>
 
-#include "cli/capture.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/program_options.h"
 #include "proc/proc.h"
-#include "daemon/daemon.h"
+#include "daemon/options.h"
 #include "redis/client.h"
 
 namespace po = boost::program_options;
@@ -77,12 +76,5 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
   return o;
 }
 
-int daemon_main(int argc, char** argv) {
-  const auto options = parse_daemon_options(argc, argv);
-  if (!options) return kExitOk;
-  cli::install_stop_handlers();
-  Daemon d(*options);
-  return d.run();
-}
 
 }  // namespace thptrace::daemon

@@ -1,0 +1,27 @@
+#pragma once
+// `thptrace daemon`'s flags and config file, parsed apart from the daemon so the parser can be fuzzed
+// (tests/fuzz/fuzz_daemon_config.cpp) without the tracer.
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace thptrace::daemon {
+
+struct DaemonOptions {
+  std::string listen = "127.0.0.1:9966";
+  std::vector<std::string> redis;  // HOST:PORT
+  std::vector<int> pids;
+  std::string redis_password_file;
+  std::string redis_user;
+  bool discover = false;
+  int poll_interval_ms = 100;
+  bool force_fallback = false;
+  size_t ringbuf_kb = 256;
+};
+
+// Parses flags and the config file (flags win). Throws FatalError(kExitUsage) on bad input.
+// Returns nullopt after printing --help.
+std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv);
+}  // namespace thptrace::daemon
