@@ -19,7 +19,7 @@ packages=(
   qemu-system-x86 busybox-static cpio kmod  # kernel matrix (tests/vm/guest.sh)
   prometheus python3-yaml systemd  # deploy checks (tests/deploy/check.sh)
   libclang-rt-14-dev  # fuzzing (tests/fuzz): libFuzzer and the sanitizer runtimes for clang
-  bpftrace  # benchmarks (tests/bench/bpf_cost.sh compares against a bpftrace one-liner)
+  bpftrace curl  # benchmarks (tests/bench/bpf_cost.sh compares against a bpftrace one-liner)
 )
 
 export DEBIAN_FRONTEND=noninteractive

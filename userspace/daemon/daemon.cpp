@@ -15,7 +15,9 @@
 namespace thptrace::daemon {
 namespace {
 
-constexpr uint64_t kRecentNs = 10ull * 60 * 1'000'000'000;  // INFO history kept for fork reasons
+constexpr uint64_t kRecentNs = 10ull * 60 * 1'000'000'000;  // /proc/vmstat history for THP splits
+constexpr uint64_t kIdleHistoryNs = 5'000'000'000;        // INFO history kept when no fork is pending
+constexpr uint64_t kLongestForkNs = 3600ull * 1'000'000'000; // a fork whose exit never came is let go
 constexpr auto kHousekeeping = std::chrono::seconds(1);
 constexpr auto kDiscoverEvery = std::chrono::seconds(5);
 
@@ -147,7 +149,10 @@ void Daemon::drain_snapshots() {
       follow_pid(*t, static_cast<pid_t>(s.process_id));
     s.latency.reset();  // not needed for reasons; keeps the history small
     t->recent.push_back(std::move(s));
-    while (!t->recent.empty() && t->recent.back().ts_ns - t->recent.front().ts_ns > kRecentNs) t->recent.pop_front();
+    uint64_t keep_from = t->recent.back().ts_ns > kIdleHistoryNs ? t->recent.back().ts_ns - kIdleHistoryNs : 0;
+    for (const auto& [child, fork_ts] : t->unexported_forks)
+      keep_from = std::min(keep_from, fork_ts > kIdleHistoryNs ? fork_ts - kIdleHistoryNs : 0);
+    while (t->recent.size() > 2 && t->recent.front().ts_ns < keep_from) t->recent.pop_front();
   }
 }
 
@@ -156,6 +161,7 @@ void Daemon::on_event(const thptrace_event& e) {
   if (!t) return;
   switch (e.type) {
     case EV_FORK:
+      t->unexported_forks[e.child_pid] = e.ts_ns;
       metrics_.on_fork_started(t->label);
       break;
     case EV_CHILD_EXIT: {
@@ -163,6 +169,7 @@ void Daemon::on_event(const thptrace_event& e) {
       if (modes_.cow_fault.mode != tracer::Mode::fentry)
         pending_splits_.push_back({t->label, ep.fork_ts_ns, ep.exit_ts_ns});
       if (ep.reason != correlate::Reason::unknown || !t->watcher) {
+        t->unexported_forks.erase(ep.child_pid);
         metrics_.on_episode(t->label, ep);
         break;
       }
@@ -191,6 +198,7 @@ void Daemon::settle_episodes(bool all) {
     if (!all && !seen_after && now < p.deadline) return false;
     const std::vector<redis::Snapshot> timeline(t.recent.begin(), t.recent.end());
     p.episode.reason = correlate::reason_from_redis(timeline, p.episode.fork_ts_ns, p.episode.exit_ts_ns, "");
+    t.unexported_forks.erase(p.episode.child_pid);
     metrics_.on_episode(t.label, p.episode);
     return true;
   });
@@ -205,6 +213,8 @@ void Daemon::housekeeping() {
   while (!split_samples_.empty() && now - split_samples_.front().first > kRecentNs) split_samples_.pop_front();
 
   for (auto& t : targets_) {
+    // A child whose exit record was lost would pin the INFO history for ever.
+    std::erase_if(t->unexported_forks, [now](const auto& f) { return now > f.second + kLongestForkNs; });
     if (t->pid && !proc::process_exists(t->pid)) follow_pid(*t, 0);
     if (!t->pid) continue;
     if (const auto k = tracer_->target(t->pid)) {

@@ -41,7 +41,10 @@ class Daemon {
     pid_t pid = 0;
     bool discovered = false;
     std::unique_ptr<redis::Watcher> watcher;
-    std::deque<redis::Snapshot> recent;  // the last minutes, for fork reasons from INFO
+    // INFO history for naming fork reasons: kept back to the oldest fork still unexported, and a
+    // few seconds otherwise, so it never grows with the daemon's uptime.
+    std::deque<redis::Snapshot> recent;
+    std::map<uint32_t, uint64_t> unexported_forks;  // child pid -> fork time
     thptrace_target last{};               // kernel counters already exported
   };
   struct PendingEpisode {
