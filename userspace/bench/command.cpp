@@ -53,16 +53,11 @@ po::options_description describe_options() {
 }
 
 long long integer_in(const po::variables_map& vm, const char* name, long long lo, long long hi) {
-  const long long v = vm[name].as<long long>();
-  if (v < lo || v > hi) throw BenchUsageError(fmt::format("--{} must be between {} and {}, not {}", name, lo, hi, v));
-  return v;
+  return thptrace::integer_in<BenchUsageError>(vm, name, lo, hi);
 }
 
 double number_in(const po::variables_map& vm, const char* name, double lo, double hi) {
-  const double v = vm[name].as<double>();
-  if (!std::isfinite(v) || v < lo || v > hi)
-    throw BenchUsageError(fmt::format("--{} must be between {:g} and {:g}, not {:g}", name, lo, hi, v));
-  return v;
+  return thptrace::number_in<BenchUsageError>(vm, name, lo, hi);
 }
 
 std::string utc_now(const char* format) {

@@ -4,8 +4,11 @@
 // (`--pid %value%`, found by tests/fuzz). parse_command_line() runs a parse and, when it fails, takes
 // the message from parsing again a copy whose '%' are '?': it fails the same way and cannot loop.
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +38,23 @@ std::optional<std::string> parse_command_line(Parse&& parse, int argc, const cha
     return std::string(e.what());
   }
   return std::string("the command line cannot be parsed");
+}
+
+// The value of option `name` (a long long), or Error("--NAME must be between LO and HI, not V").
+template <typename Error>
+long long integer_in(const boost::program_options::variables_map& vm, const char* name, long long lo, long long hi) {
+  const long long v = vm[name].as<long long>();
+  if (v < lo || v > hi) throw Error(fmt::format("--{} must be between {} and {}, not {}", name, lo, hi, v));
+  return v;
+}
+
+// The same for a double option; NaN and infinities are out of every range.
+template <typename Error>
+double number_in(const boost::program_options::variables_map& vm, const char* name, double lo, double hi) {
+  const double v = vm[name].as<double>();
+  if (!std::isfinite(v) || v < lo || v > hi)
+    throw Error(fmt::format("--{} must be between {:g} and {:g}, not {:g}", name, lo, hi, v));
+  return v;
 }
 
 }  // namespace thptrace

@@ -93,16 +93,11 @@ po::options_description describe_options() {
 }
 
 long long integer_in(const po::variables_map& vm, const char* name, long long lo, long long hi) {
-  const long long v = vm[name].as<long long>();
-  if (v < lo || v > hi) throw UsageError(fmt::format("--{} must be between {} and {}, not {}", name, lo, hi, v));
-  return v;
+  return thptrace::integer_in<UsageError>(vm, name, lo, hi);
 }
 
 double number_in(const po::variables_map& vm, const char* name, double lo, double hi) {
-  const double v = vm[name].as<double>();
-  if (!std::isfinite(v) || v < lo || v > hi)
-    throw UsageError(fmt::format("--{} must be between {} and {}, not {}", name, lo, hi, v));
-  return v;
+  return thptrace::number_in<UsageError>(vm, name, lo, hi);
 }
 
 std::string read_password(const std::filesystem::path& path) {
