@@ -1,6 +1,7 @@
 #include "cli/capture.h"
 
 #include <fmt/core.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/caps.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "correlate/correlator.h"
@@ -80,6 +82,11 @@ int run_capture(const CaptureOptions& o) {
       used.redis = {redis_addr ? tracer::Mode::info_polling : tracer::Mode::unavailable, why};
     }
   }
+  // Everything is loaded and attached: what is left is reading fds already held and /proc of the
+  // target (CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH for another user's process) and writing the JSON
+  // (CAP_DAC_OVERRIDE, where the operator pointed it).
+  if (std::string why; !drop_capabilities_except({CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH, CAP_DAC_OVERRIDE}, &why))
+    log::warn("could not drop capabilities after attach ({}); continuing", why);
   if (used.redis.mode == tracer::Mode::info_polling && !redis_addr)
     used.redis = {tracer::Mode::unavailable, "no --redis address to poll"};
 

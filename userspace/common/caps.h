@@ -1,0 +1,15 @@
+#pragma once
+// Dropping capabilities once they are no longer needed. A one-shot capture needs CAP_BPF and
+// CAP_PERFMON only to load and attach; afterwards it reads maps and the ring buffer through fds it
+// already holds, and /proc of the target.
+
+#include <initializer_list>
+#include <string>
+
+namespace thptrace {
+
+// Keeps only `keep` (CAP_* numbers) in the effective, permitted and inheritable sets, and sets
+// no_new_privs. Returns false with *error set when the kernel refuses.
+bool drop_capabilities_except(std::initializer_list<int> keep, std::string* error);
+
+}  // namespace thptrace
