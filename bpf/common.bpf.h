@@ -29,6 +29,15 @@ struct {
 	__type(value, struct thptrace_episode);
 } episodes SEC(".maps") __weak;
 
+/* The fault programs' fast path (struct thptrace_hot); mmapped by userspace. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, THPTRACE_HOT_LINES);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct thptrace_hot);
+} hot SEC(".maps") __weak;
+
 /* Discrete events to userspace; its size is set by userspace before load. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -141,6 +150,22 @@ static __always_inline __u32 current_tgid(void)
 static __always_inline __u32 current_tid(void)
 {
 	return (__u32)bpf_get_current_pid_tgid();
+}
+
+static __always_inline struct thptrace_hot *hot_of(__u32 tgid)
+{
+	__u32 idx = thptrace_hot_index(tgid);
+
+	return bpf_map_lookup_elem(&hot, &idx);
+}
+
+/* May `tgid` be watched (a target or a tracked fork child)? Costs one array read; false positives
+ * (another tgid's line, a collision) are sorted out by the caller's hash lookups. */
+static __always_inline bool maybe_watched(__u32 tgid)
+{
+	struct thptrace_hot *h = hot_of(tgid);
+
+	return h && (h->tgid == tgid || h->slow);
 }
 
 static __always_inline __u32 log2_slot(__u64 v)

@@ -26,10 +26,11 @@ static __always_inline void add_latency(__u64 *hist, __u64 *total, __u64 *count,
 	__sync_fetch_and_add(count, 1);
 }
 
-/* One write fault on a present page by the current task. ns = handler time (0 when unknown). */
-static __always_inline void count_fault(__u64 ns, bool huge, bool split)
+/* One write fault on a present page by `tgid`, counted in the hash maps (the slow path: fentry mode,
+ * fork children, targets whose fast-path line another target owns). ns = handler time (0 when
+ * unknown). */
+static __always_inline void count_fault(__u32 tgid, __u64 ns, bool huge, bool split)
 {
-	__u32 tgid = current_tgid();
 	struct thptrace_target *tgt = bpf_map_lookup_elem(&targets, &tgid);
 	struct thptrace_episode *child;
 
@@ -68,9 +69,7 @@ static __always_inline void count_fault(__u64 ns, bool huge, bool split)
 
 static __always_inline int wp_enter(enum start_kind kind)
 {
-	__u32 tgid = current_tgid();
-
-	if (bpf_map_lookup_elem(&targets, &tgid) || bpf_map_lookup_elem(&episodes, &tgid))
+	if (maybe_watched(current_tgid()))
 		start_record(kind);
 	return 0;
 }
@@ -84,7 +83,7 @@ static __always_inline int wp_exit(enum start_kind kind, long ret)
 	if (!begin)
 		return 0;
 	ns = bpf_ktime_get_ns() - begin;
-	count_fault(ns ? ns : 1, huge, huge && (ret & VM_FAULT_FALLBACK_BIT));
+	count_fault(current_tgid(), ns ? ns : 1, huge, huge && (ret & VM_FAULT_FALLBACK_BIT));
 	return 0;
 }
 
@@ -114,11 +113,31 @@ int BPF_PROG(huge_wp_fexit, struct vm_fault *vmf, long ret)
 
 /* ---- fallback: the page_fault_user tracepoint ---- */
 
+/* Runs on every user page fault of the machine, so the common cases touch one cache line: a
+ * process that is not watched reads its hot line and leaves; a target that owns its line counts
+ * there, for itself and for each live episode, with no hash lookup. */
 static __always_inline int on_user_fault(unsigned long error_code)
 {
+	__u32 tgid = current_tgid();
+	struct thptrace_hot *h;
+	__u32 active;
+
 	if ((error_code & (X86_PF_PROT | X86_PF_WRITE)) != (X86_PF_PROT | X86_PF_WRITE))
 		return 0;
-	count_fault(0, false, false);
+	h = hot_of(tgid);
+	if (!h)
+		return 0;
+	if (h->tgid != tgid) {
+		if (h->slow)
+			count_fault(tgid, 0, false, false);
+		return 0;
+	}
+	__sync_fetch_and_add(&h->cow_faults, 1);
+	active = h->active;
+	_Pragma("unroll") for (int i = 0; i < THPTRACE_MAX_ACTIVE; i++) {
+		if (active & (1u << i))
+			__sync_fetch_and_add(&h->slot_cow_faults[i], 1);
+	}
 	return 0;
 }
 

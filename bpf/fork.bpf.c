@@ -61,8 +61,21 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 				slot = i;
 		}
 	}
-	if (slot < 0)
+	if (slot < 0) {
 		__sync_fetch_and_add(&tgt->untracked_forks, 1);
+	} else {
+		struct thptrace_hot *h = hot_of(ptgid);
+		struct thptrace_hot *ch = hot_of(cpid);
+
+		/* The child's faults are looked up in the hash maps; the parent's are counted on its
+		 * line when it owns one, in slot `slot` while this child lives. */
+		if (ch)
+			__sync_fetch_and_add(&ch->slow, 1);
+		if (h && h->tgid == ptgid) {
+			__sync_lock_test_and_set(&h->slot_cow_faults[slot & (THPTRACE_MAX_ACTIVE - 1)], 0);
+			__sync_fetch_and_or(&h->active, 1u << slot);
+		}
+	}
 
 	e = event_reserve(EV_FORK, ptgid, tid);
 	if (e) {
@@ -91,16 +104,35 @@ static __always_inline void close_episode(struct task_struct *p, __u32 pid)
 	struct thptrace_episode *ep = bpf_map_lookup_elem(&episodes, &pid);
 	struct thptrace_target *tgt;
 	struct thptrace_event *e;
+	struct thptrace_hot *h;
 	__u32 ptgid;
+	int slot = -1;
 
-	if (!ep)
+	/* An episode already closed is one whose record did not fit (userspace collects it); this is
+	 * then a new process that reused the pid. */
+	if (!ep || ep->exit_ts_ns)
 		return;
 	ptgid = ep->parent_tgid;
 	ep->exit_ts_ns = bpf_ktime_get_ns();
 	tgt = bpf_map_lookup_elem(&targets, &ptgid);
 	if (tgt) {
-		_Pragma("unroll") for (int i = 0; i < THPTRACE_MAX_ACTIVE; i++)
-			__sync_val_compare_and_swap(&tgt->active[i], pid, 0);
+		_Pragma("unroll") for (int i = 0; i < THPTRACE_MAX_ACTIVE; i++) {
+			if (__sync_val_compare_and_swap(&tgt->active[i], pid, 0) == pid)
+				slot = i;
+		}
+	}
+	if (slot >= 0) {
+		/* Undo what on_fork did for a tracked child: its slow-path reference, and the slot's
+		 * fast-path count, which becomes the episode's. */
+		h = hot_of(pid);
+		if (h)
+			__sync_fetch_and_sub(&h->slow, 1);
+		h = hot_of(ptgid);
+		if (h && h->tgid == ptgid) {
+			__sync_fetch_and_and(&h->active, ~(1u << slot));
+			ep->cow_faults +=
+				__sync_lock_test_and_set(&h->slot_cow_faults[slot & (THPTRACE_MAX_ACTIVE - 1)], 0);
+		}
 	}
 	e = event_reserve(EV_CHILD_EXIT, ptgid, pid);
 	if (e) {

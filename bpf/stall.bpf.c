@@ -8,7 +8,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 static __always_inline bool watched(__u32 tgid)
 {
-	return bpf_map_lookup_elem(&targets, &tgid) || bpf_map_lookup_elem(&episodes, &tgid);
+	return maybe_watched(tgid) &&
+	       (bpf_map_lookup_elem(&targets, &tgid) || bpf_map_lookup_elem(&episodes, &tgid));
 }
 
 static __always_inline int stall_begin(enum start_kind kind)

@@ -11,6 +11,11 @@
 /* Children of one watched process that can be alive at once and still get their faults counted.
  * Redis never has more than one fork child; 4 leaves room for module forks and odd workloads. */
 #define THPTRACE_MAX_ACTIVE 4
+/* Lines of the fault programs' fast path (a power of two): a watched tgid owns line
+ * thptrace_hot_index(tgid), or is counted on the slow path (hash maps) when another owns it. */
+#define THPTRACE_HOT_LINES 1024
+/* thptrace_hot.tgid while userspace sets a line up: no pid has this value. */
+#define THPTRACE_HOT_CLAIMING 0xffffffffu
 /* log2 buckets of per-fault latency in ns (fentry mode only): bucket i holds [2^i, 2^(i+1)) ns. */
 #define THPTRACE_LAT_SLOTS 32
 
@@ -91,6 +96,26 @@ struct thptrace_target {
 	__u64 untracked_forks;     /* forks seen while every active slot was taken */
 	__u64 fault_lat[THPTRACE_LAT_SLOTS];
 };
+
+/* One cache line per watched tgid, the only memory a write fault of a watched process touches in
+ * the tracepoint modes (each map the fault programs read costs a cache and TLB miss per fault).
+ * Userspace claims and releases lines through an mmap of the map; the fork programs keep `active`
+ * and the per-slot counters, and fold a slot's count into the episode when its child exits. */
+struct thptrace_hot {
+	__u32 tgid;        /* the target counted here; 0 = free, THPTRACE_HOT_CLAIMING while set up */
+	__u32 active;      /* bit i: the target's active[i] is a live episode */
+	__u32 slow;        /* other watched tgids with this index (fork children, collisions): when
+			    * non-zero, a fault by a tgid that does not own the line looks in the hash maps */
+	__u32 pad;
+	__u64 cow_faults;  /* the owner's write faults on present pages (tracepoint modes) */
+	__u64 slot_cow_faults[THPTRACE_MAX_ACTIVE]; /* the same, while episode i is live */
+	__u64 spare;
+};
+
+static inline __u32 thptrace_hot_index(__u32 tgid)
+{
+	return tgid & (THPTRACE_HOT_LINES - 1);
+}
 
 /* One ring-buffer record. Only low-rate events travel this way; faults are counted in maps. */
 struct thptrace_event {

@@ -13,3 +13,5 @@ static_assert(sizeof(thptrace_target) == 4 * THPTRACE_MAX_ACTIVE + 8 * 14 + 8 * 
               "target layout");
 static_assert(offsetof(thptrace_event, episode) == 48, "event layout");
 static_assert(sizeof(thptrace_event) == 48 + sizeof(thptrace_episode), "event layout");
+static_assert(sizeof(thptrace_hot) == 64, "hot line layout: one cache line");
+static_assert((THPTRACE_HOT_LINES & (THPTRACE_HOT_LINES - 1)) == 0, "hot lines: a power of two");

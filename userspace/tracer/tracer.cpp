@@ -2,8 +2,10 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -109,6 +111,10 @@ Tracer::Tracer(const ProbeReport& modes, const TracerOptions& options) : modes_(
   }
   ring_.reset(ring_buffer__new(bpf_map__fd(skel_->maps.events), &Tracer::on_ring_record, this, nullptr));
   if (!ring_) throw FatalError(kExitRuntime, std::string("cannot set up the ring buffer: ") + std::strerror(errno));
+  void* hot = mmap(nullptr, sizeof(thptrace_hot) * THPTRACE_HOT_LINES, PROT_READ | PROT_WRITE, MAP_SHARED,
+                   bpf_map__fd(skel_->maps.hot), 0);
+  if (hot == MAP_FAILED) throw FatalError(kExitRuntime, std::string("cannot map the hot map: ") + std::strerror(errno));
+  hot_ = static_cast<thptrace_hot*>(hot);
 }
 
 Tracer::~Tracer() {
@@ -116,6 +122,7 @@ Tracer::~Tracer() {
   // reverse order of declaration, which is this order).
   uprobe_links_.clear();
   links_.clear();
+  if (hot_) munmap(hot_, sizeof(thptrace_hot) * THPTRACE_HOT_LINES);
 }
 
 void Tracer::attach() {
@@ -135,14 +142,41 @@ void Tracer::attach() {
   }
 }
 
+thptrace_hot* Tracer::hot_line(pid_t tgid) const { return &hot_[thptrace_hot_index(static_cast<__u32>(tgid))]; }
+
 void Tracer::watch(pid_t tgid) {
+  if (watched_.contains(tgid)) return;
   thptrace_target t{};
   const __u32 key = static_cast<__u32>(tgid);
   if (bpf_map__update_elem(skel_->maps.targets, &key, sizeof key, &t, sizeof t, BPF_NOEXIST) && errno != EEXIST)
     throw FatalError(kExitRuntime, std::string("cannot watch pid ") + std::to_string(tgid) + ": " + std::strerror(errno));
+
+  // Own the hot line when it is free; else count on the slow path and say so on the line. The
+  // line's counters are reset while it reads CLAIMING, which matches no pid, so no fault counts
+  // there until the owner's pid is stored.
+  thptrace_hot* h = hot_line(tgid);
+  __u32 expected = 0;
+  const bool owner = std::atomic_ref(h->tgid).compare_exchange_strong(expected, THPTRACE_HOT_CLAIMING);
+  if (owner) {
+    std::atomic_ref(h->active).store(0);
+    std::atomic_ref(h->cow_faults).store(0);
+    for (auto& c : h->slot_cow_faults) std::atomic_ref(c).store(0);
+    std::atomic_ref(h->tgid).store(static_cast<__u32>(tgid));
+  } else {
+    std::atomic_ref(h->slow).fetch_add(1);
+  }
+  watched_.emplace(tgid, owner);
 }
 
 void Tracer::unwatch(pid_t tgid) {
+  const auto it = watched_.find(tgid);
+  if (it == watched_.end()) return;
+  thptrace_hot* h = hot_line(tgid);
+  if (it->second)
+    std::atomic_ref(h->tgid).store(0);
+  else
+    std::atomic_ref(h->slow).fetch_sub(1);
+  watched_.erase(it);
   const __u32 key = static_cast<__u32>(tgid);
   bpf_map__delete_elem(skel_->maps.targets, &key, sizeof key, 0);
 }
@@ -252,17 +286,28 @@ std::optional<thptrace_target> Tracer::target(pid_t tgid) const {
   thptrace_target t{};
   const __u32 key = static_cast<__u32>(tgid);
   if (bpf_map__lookup_elem(skel_->maps.targets, &key, sizeof key, &t, sizeof t, 0)) return std::nullopt;
+  // A line owner's COW faults are counted on its line (tracepoint modes), never in the map.
+  if (const auto it = watched_.find(tgid); it != watched_.end() && it->second)
+    t.cow_faults += std::atomic_ref(hot_line(tgid)->cow_faults).load();
   return t;
 }
 
 std::vector<thptrace_episode> Tracer::episodes_of(pid_t parent) const {
+  // The live episodes of a line owner have their parent-side COW count in the line's slots.
+  const auto owner = watched_.find(parent);
+  const auto tgt = owner != watched_.end() && owner->second ? target(parent) : std::nullopt;
   std::vector<thptrace_episode> out;
   const int fd = bpf_map__fd(skel_->maps.episodes);
   __u32 key = 0, next = 0;
   __u32* prev = nullptr;
   while (bpf_map_get_next_key(fd, prev, &next) == 0) {
     thptrace_episode ep{};
-    if (bpf_map_lookup_elem(fd, &next, &ep) == 0 && ep.parent_tgid == static_cast<__u32>(parent)) out.push_back(ep);
+    if (bpf_map_lookup_elem(fd, &next, &ep) == 0 && ep.parent_tgid == static_cast<__u32>(parent)) {
+      for (int i = 0; tgt && !ep.exit_ts_ns && i < THPTRACE_MAX_ACTIVE; i++)
+        if (tgt->active[i] == ep.child_pid)
+          ep.cow_faults += std::atomic_ref(hot_line(parent)->slot_cow_faults[i]).load();
+      out.push_back(ep);
+    }
     key = next;
     prev = &key;
   }

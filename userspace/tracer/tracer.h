@@ -73,8 +73,12 @@ class Tracer {
 
   static int on_ring_record(void* ctx, void* data, size_t size);
 
+  thptrace_hot* hot_line(pid_t tgid) const;
+
   ProbeReport modes_;
   std::unique_ptr<::thptrace_bpf, SkelDeleter> skel_;
+  thptrace_hot* hot_ = nullptr;            // the hot map, mmapped: THPTRACE_HOT_LINES lines
+  std::map<pid_t, bool> watched_;          // watched tgids: true when it owns its hot line
   std::vector<LinkPtr> links_;
   std::map<pid_t, std::vector<LinkPtr>> uprobe_links_;  // Redis and libc uprobes, by process
   std::unique_ptr<ring_buffer, RingDeleter> ring_;
