@@ -108,6 +108,12 @@ void expect_known_answer(const Capture& c, bool thp, bool force_fallback) {
   // only madvises in the THP variant.
   const uint64_t huge_pages = c.report["target"]["anon_huge_pages_kb"]["start"].get<uint64_t>() / 2048;
   const std::string thp_mode = thptrace::proc::read_system_info().thp_enabled;
+  // The huge-page allocation counter (it hooks every page allocation) is attached only when the
+  // workload could be given a huge page: THP always, or madvise and the THP variant's MADV_HUGEPAGE.
+  const bool eligible = thp_mode == "always" || (thp_mode == "madvise" && thp);
+  EXPECT_EQ(c.report["probes"]["huge_alloc"] != "off", eligible) << c.report["probes"].dump();
+  EXPECT_NE(c.out.find(eligible ? "huge page allocations: counted" : "huge page allocations: not counted"),
+            std::string::npos) << c.out;
   if (thp && thp_mode != "never") {
     // The first write to each huge PMD splits it (Linux ≥ 5.8). The kernel may have backed fewer
     // than all 32 with huge pages, so count those it did.

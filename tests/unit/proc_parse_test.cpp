@@ -44,6 +44,19 @@ TEST(SmapsRollup, ParsesAnonHugePages) {
   EXPECT_FALSE(parse_smaps_rollup("AnonHugePages: 1 kB\n"));  // no Rss: not a rollup
 }
 
+TEST(Smaps, FindsMadvHugepageInVmFlags) {
+  const std::string advised =
+      "7f0000000000-7f0040000000 rw-p 00000000 00:00 0\nSize:            1048576 kB\n"
+      "THPeligible:    1\nVmFlags: rd wr mr mw me ac sd hg\n"
+      "7f0040000000-7f0040021000 rw-p 00000000 00:00 0\nSize:                132 kB\nVmFlags: rd wr mr mw me ac sd\n";
+  EXPECT_TRUE(parse_smaps_hugepage_advice(advised));
+  EXPECT_FALSE(parse_smaps_hugepage_advice("Size: 4 kB\nVmFlags: rd wr mr mw me ac sd nh\n"));
+  EXPECT_FALSE(parse_smaps_hugepage_advice("VmFlags: rd wr thg hgx\n"));  // whole words only
+  EXPECT_FALSE(parse_smaps_hugepage_advice("Name: hg\n"));
+  EXPECT_TRUE(parse_smaps_hugepage_advice("VmFlags:   rd  hg"));  // odd spacing, no final newline
+  EXPECT_FALSE(parse_smaps_hugepage_advice(""));
+}
+
 TEST(Vmstat, ParsesCountersAndSkipsJunk) {
   const auto m = parse_vmstat("nr_free_pages 100\nthp_split_pmd 32\nbroken\nthp_fault_alloc x\n\nthp_collapse_alloc 7");
   EXPECT_EQ(m.at("nr_free_pages"), 100u);

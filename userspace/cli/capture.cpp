@@ -82,6 +82,16 @@ int run_capture(const CaptureOptions& o) {
       used.redis = {redis_addr ? tracer::Mode::info_polling : tracer::Mode::unavailable, why};
     }
   }
+  // Counting huge-page allocations hooks every page allocation of the machine: only when the target
+  // could be given a huge page. Decided here, while the capabilities to attach are still held.
+  const auto system = proc::read_system_info();
+  const auto thp = proc::huge_page_eligibility(o.pid, system.thp_enabled);
+  tracer::FamilyChoice huge_alloc{tracer::Mode::unavailable, thp.why};
+  if (std::string why; thp.eligible && !tracer.attach_huge_alloc_counting(&why)) {
+    log::warn("{}; huge page allocations are not counted", why);
+    huge_alloc.why = why;
+  }
+  huge_alloc.mode = tracer.huge_alloc_mode();
   // Everything is loaded and attached: what is left is reading fds already held and /proc of the
   // target (CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH for another user's process) and writing the JSON
   // (CAP_DAC_OVERRIDE, where the operator pointed it).
@@ -90,12 +100,11 @@ int run_capture(const CaptureOptions& o) {
   if (used.redis.mode == tracer::Mode::info_polling && !redis_addr)
     used.redis = {tracer::Mode::unavailable, "no --redis address to poll"};
 
-  const auto system = proc::read_system_info();
   proc::Sampler sampler(o.pid, std::chrono::milliseconds(std::max(o.interval_ms, 10)));
   std::unique_ptr<redis::Watcher> watcher;
   if (redis_addr)
     watcher = std::make_unique<redis::Watcher>(redis::Watcher::Options{
-        .address = *redis_addr, .user = o.redis_user, .password = password, .interval = std::chrono::milliseconds(o.interval_ms)});
+        .address = *redis_addr, .user = o.redis_user, .password = password, .interval = std::chrono::milliseconds(o.interval_ms), .on_snapshot = {}});
 
   fmt::print(stderr, "thptrace: tracing pid {} ({}){}; Ctrl-C to stop\n", o.pid, status->name,
              o.duration_s ? fmt::format(" for {:.0f} s", *o.duration_s) : std::string());
@@ -133,6 +142,7 @@ int run_capture(const CaptureOptions& o) {
   r.pid = o.pid;
   r.comm = status->name;
   r.probes = used;
+  r.huge_alloc = huge_alloc;
   r.duration_s = static_cast<double>(end - start) / 1e9;
   r.start_monotonic_ns = start;
   r.target_exited = correlator.target_exited();

@@ -103,6 +103,34 @@ std::string parse_bracketed_mode(std::string_view text) {
   return std::string(text.substr(open + 1, close - open - 1));
 }
 
+bool parse_smaps_hugepage_advice(std::string_view smaps) {
+  bool advised = false;
+  for_each_colon_line(smaps, [&](std::string_view key, std::string_view flags) {
+    while (!advised && key == "VmFlags" && !flags.empty()) {
+      const auto sp = flags.find(' ');
+      advised = flags.substr(0, sp) == "hg";
+      flags = sp == std::string_view::npos ? std::string_view{} : trim(flags.substr(sp + 1));
+    }
+  });
+  return advised;
+}
+
+HugePageEligibility huge_page_eligibility(pid_t pid, const std::string& system_mode) {
+  if (system_mode.empty()) return {false, "this kernel has no transparent huge pages"};
+  if (system_mode == "never") return {false, "THP is never"};
+  const auto status = read_status(pid);
+  if (status && status->thp_enabled == false)
+    return {false, "the process opted out of THP (THP_enabled: 0, as Redis's disable-thp does)"};
+  if (system_mode != "madvise") return {true, "THP is " + system_mode};
+  // smaps walks the page tables to fill in its sizes: about 10 ms per GiB mapped, paid once.
+  constexpr size_t kMaxSmaps = 64 << 20;
+  const auto smaps = read_file("/proc/" + std::to_string(pid) + "/smaps", kMaxSmaps);
+  if (!smaps) return {true, "THP is madvise and the process's smaps cannot be read"};
+  if (smaps->size() >= kMaxSmaps) return {true, "THP is madvise and the process maps too much to check"};
+  if (parse_smaps_hugepage_advice(*smaps)) return {true, "THP is madvise and the process has MADV_HUGEPAGE regions"};
+  return {false, "THP is madvise and the process has no MADV_HUGEPAGE region"};
+}
+
 std::optional<std::string> read_file(const std::string& path, size_t max_bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;

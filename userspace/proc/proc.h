@@ -43,6 +43,18 @@ std::map<std::string, uint64_t> parse_vmstat(std::string_view text);
 // "always [madvise] never" -> "madvise"; "" when no bracketed word is present.
 std::string parse_bracketed_mode(std::string_view text);
 
+// Whether a mapping in /proc/PID/smaps text was madvise(MADV_HUGEPAGE)d: "hg" among the flags of
+// a "VmFlags:" line.
+bool parse_smaps_hugepage_advice(std::string_view smaps);
+
+// Could the process be given a transparent huge page at fault time, under the system THP mode
+// `system_mode` (always | madvise | never | "")? `why` is one clause saying which fact decided.
+struct HugePageEligibility {
+  bool eligible = false;
+  std::string why;
+};
+HugePageEligibility huge_page_eligibility(pid_t pid, const std::string& system_mode);
+
 // Reads a whole (small) file; nullopt when it cannot be opened. Reads at most max_bytes.
 std::optional<std::string> read_file(const std::string& path, size_t max_bytes = 1 << 20);
 

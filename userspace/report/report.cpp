@@ -47,6 +47,7 @@ ordered_json to_json(const Report& r) {
                  {"thp", tracer::mode_name(r.probes.thp.mode)},
                  {"stall", tracer::mode_name(r.probes.stall.mode)},
                  {"redis", tracer::mode_name(r.probes.redis.mode)},
+                 {"huge_alloc", r.huge_alloc.mode == tracer::Mode::unavailable ? "off" : tracer::mode_name(r.huge_alloc.mode)},
                  {"forced_fallback", r.probes.forced_fallback}};
   j["capture"] = {{"duration_s", r.duration_s}, {"start_monotonic_ns", r.start_monotonic_ns}};
   ordered_json forks = ordered_json::array();
@@ -115,6 +116,10 @@ std::string to_text(const Report& r) {
                    tracer::mode_name(r.probes.cow_fault.mode), tracer::mode_name(r.probes.thp.mode),
                    tracer::mode_name(r.probes.stall.mode), tracer::mode_name(r.probes.redis.mode),
                    r.probes.forced_fallback ? " (fallback forced)" : ""));
+  if (r.huge_alloc.mode == tracer::Mode::unavailable)
+    line(fmt::format("huge page allocations: not counted ({})", r.huge_alloc.why));
+  else
+    line(fmt::format("huge page allocations: counted with {} ({})", tracer::mode_name(r.huge_alloc.mode), r.huge_alloc.why));
   if (r.redis && r.redis->reachable)
     line(fmt::format("redis {} at {}: disable-thp={} repl-diskless-sync={} latest_fork_usec={} total_forks +{}",
                      r.redis->version, r.redis->address, r.redis->disable_thp, r.redis->repl_diskless_sync,

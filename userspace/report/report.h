@@ -37,6 +37,9 @@ struct Report {
   uint64_t anon_huge_pages_kb_start = 0, anon_huge_pages_kb_max = 0, anon_huge_pages_kb_end = 0;
   uint64_t rss_kb_max = 0;
   tracer::ProbeReport probes;
+  // The order-9 allocation counter (huge_page_allocs): attached only when the process could be given
+  // a huge page; mode unavailable when it was not, with the reason.
+  tracer::FamilyChoice huge_alloc;
   double duration_s = 0;
   // CLOCK_MONOTONIC (the clock of bpf_ktime_get_ns) at the capture's start: forks[].fork_ts_ms
   // and exit_ts_ms are offsets from it, so other tools can place forks on their own timelines.

@@ -85,8 +85,10 @@ Tracer::Tracer(const ProbeReport& modes, const TracerOptions& options) : modes_(
   const bool tp_btf_ok = modes.fork.mode == Mode::tp_btf;
   for (const auto& [prog, family, mode] : program_table(skel_.get()))
     bpf_program__set_autoload(prog, family_mode(modes_, family) == mode);
-  bpf_program__set_autoload(skel_->progs.page_alloc_btf, want_page_alloc(modes.cow_fault.mode, Mode::tp_btf, tp_btf_ok));
-  bpf_program__set_autoload(skel_->progs.page_alloc_raw, want_page_alloc(modes.cow_fault.mode, Mode::raw_tp, tp_btf_ok));
+  const bool alloc_btf = want_page_alloc(modes.cow_fault.mode, Mode::tp_btf, tp_btf_ok);
+  bpf_program__set_autoload(skel_->progs.page_alloc_btf, alloc_btf);
+  bpf_program__set_autoload(skel_->progs.page_alloc_raw, !alloc_btf);
+  huge_alloc_prog_ = alloc_btf ? skel_->progs.page_alloc_btf : skel_->progs.page_alloc_raw;
   const bool uprobes = modes.redis.mode == Mode::uprobe;
   for (bpf_program* p : {skel_->progs.rdb_bgsave_enter, skel_->progs.rdb_bgsave_exit, skel_->progs.rdb_sockets_enter,
                          skel_->progs.rdb_sockets_exit, skel_->progs.aof_rewrite_enter, skel_->progs.aof_rewrite_exit,
@@ -121,6 +123,7 @@ Tracer::~Tracer() {
   // Links first, then the ring buffer, then the object (the destructors of the members run in
   // reverse order of declaration, which is this order).
   uprobe_links_.clear();
+  huge_alloc_link_.reset();
   links_.clear();
   if (hot_) munmap(hot_, sizeof(thptrace_hot) * THPTRACE_HOT_LINES);
 }
@@ -129,7 +132,7 @@ void Tracer::attach() {
   bpf_object* obj = skel_->obj;
   bpf_program* prog = nullptr;
   bpf_object__for_each_program(prog, obj) {
-    if (!bpf_program__autoload(prog)) continue;
+    if (!bpf_program__autoload(prog) || prog == huge_alloc_prog_) continue;
     const char* sec = bpf_program__section_name(prog);
     if (std::strncmp(sec, "uprobe", 6) == 0 || std::strncmp(sec, "uretprobe", 9) == 0) continue;
     bpf_link* link = bpf_program__attach(prog);
@@ -140,6 +143,19 @@ void Tracer::attach() {
     }
     links_.emplace_back(link);
   }
+}
+
+bool Tracer::attach_huge_alloc_counting(std::string* why) {
+  if (huge_alloc_link_) return true;
+  huge_alloc_link_.reset(bpf_program__attach(huge_alloc_prog_));
+  if (!huge_alloc_link_ && why)
+    *why = std::string("cannot attach ") + bpf_program__name(huge_alloc_prog_) + ": " + std::strerror(errno);
+  return huge_alloc_link_ != nullptr;
+}
+
+Mode Tracer::huge_alloc_mode() const {
+  if (!huge_alloc_link_) return Mode::unavailable;
+  return huge_alloc_prog_ == skel_->progs.page_alloc_btf ? Mode::tp_btf : Mode::raw_tp;
 }
 
 thptrace_hot* Tracer::hot_line(pid_t tgid) const { return &hot_[thptrace_hot_index(static_cast<__u32>(tgid))]; }
@@ -331,7 +347,7 @@ uint64_t Tracer::dropped() const {
 }
 
 size_t Tracer::link_count() const {
-  size_t n = links_.size();
+  size_t n = links_.size() + (huge_alloc_link_ ? 1 : 0);
   for (const auto& [pid, links] : uprobe_links_) n += links.size();
   return n;
 }

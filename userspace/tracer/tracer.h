@@ -17,6 +17,7 @@
 
 struct thptrace_bpf;
 struct bpf_link;
+struct bpf_program;
 struct ring_buffer;
 
 namespace thptrace::tracer {
@@ -33,8 +34,15 @@ class Tracer {
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
 
-  // Attaches every loaded kernel program. Throws FatalError on failure.
+  // Attaches every loaded kernel program but the huge-page allocation counter. Throws FatalError on
+  // failure.
   void attach();
+  // Counts order-9 allocations by watched processes (huge_allocs). Its hook, mm_page_alloc, runs on
+  // every page allocation of the machine (a COW fault makes one), so callers attach it only when a
+  // watched process can be given a huge page. Returns false with *why set when it cannot attach.
+  bool attach_huge_alloc_counting(std::string* why);
+  // The attach mode of that counter, or Mode::unavailable while it is not attached.
+  Mode huge_alloc_mode() const;
   void watch(pid_t tgid);
   void unwatch(pid_t tgid);
   // Puts the Redis uprobes on the binary of `pid` (through /proc/PID/exe, so it works across mount
@@ -80,6 +88,8 @@ class Tracer {
   thptrace_hot* hot_ = nullptr;            // the hot map, mmapped: THPTRACE_HOT_LINES lines
   std::map<pid_t, bool> watched_;          // watched tgids: true when it owns its hot line
   std::vector<LinkPtr> links_;
+  LinkPtr huge_alloc_link_;
+  bpf_program* huge_alloc_prog_ = nullptr;  // page_alloc_btf or page_alloc_raw, whichever is loaded
   std::map<pid_t, std::vector<LinkPtr>> uprobe_links_;  // Redis and libc uprobes, by process
   std::unique_ptr<ring_buffer, RingDeleter> ring_;
   const std::function<void(const thptrace_event&)>* on_event_ = nullptr;
