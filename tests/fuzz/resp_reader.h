@@ -8,39 +8,23 @@
 #include <cstdint>
 #include <memory>
 
+#include "redis/reply_limits.h"
+
 namespace thptrace::fuzz {
 
-// hiredis 0.14 (Debian 12) allocates a multi-bulk reply's element array as soon as it reads the
-// header, so "*2147483647\r\n" alone asks for 16 GiB: hiredis's behaviour, not the parsers' (hiredis
-// 1.x bounds it with reader->maxelements). The fuzz reader keeps hiredis's own reply functions but
-// refuses arrays above kMaxElements, which the reader then reports as out of memory.
-inline constexpr int kMaxElements = 1 << 16;
-
-inline redisReplyObjectFunctions* bounded_functions() {
-  static redisReplyObjectFunctions defaults = [] {
-    redisReader* r = redisReaderCreate();
-    const redisReplyObjectFunctions fns = *r->fn;
-    redisReaderFree(r);
-    return fns;
-  }();
-  static redisReplyObjectFunctions bounded = [] {
-    redisReplyObjectFunctions fns = defaults;
-    fns.createArray = [](const redisReadTask* task, int elements) -> void* {
-      return elements > kMaxElements ? nullptr : defaults.createArray(task, elements);
-    };
-    return fns;
-  }();
-  return &bounded;
-}
-
 // Feeds data to a fresh reader and calls fn(const redisReply*) for every complete reply in it,
-// stopping at the first protocol error (hiredis then refuses further reads anyway).
+// stopping at the first protocol error (hiredis then refuses further reads anyway). The reader has
+// the client's bounds (redis/reply_limits.h): without them "*2147483647\r\n" alone asks hiredis 0.14
+// for 16 GiB, hiredis's behaviour and not the parsers'. Each reply is counted afresh, as the client
+// counts each command's.
 template <typename Fn>
 void for_each_reply(const uint8_t* data, size_t size, Fn fn) {
-  std::unique_ptr<redisReader, decltype(&redisReaderFree)> reader(
-      redisReaderCreateWithFunctions(bounded_functions()), &redisReaderFree);
-  if (!reader || redisReaderFeed(reader.get(), reinterpret_cast<const char*>(data), size) != REDIS_OK) return;
+  std::unique_ptr<redisReader, decltype(&redisReaderFree)> reader(redisReaderCreate(), &redisReaderFree);
+  if (!reader) return;
+  redis::ReplyLimits limits(reader.get());
+  if (redisReaderFeed(reader.get(), reinterpret_cast<const char*>(data), size) != REDIS_OK) return;
   for (;;) {
+    limits.new_reply();
     void* raw = nullptr;
     if (redisReaderGetReply(reader.get(), &raw) != REDIS_OK || raw == nullptr) return;
     std::unique_ptr<redisReply, decltype(&freeReplyObject)> reply(static_cast<redisReply*>(raw), &freeReplyObject);

@@ -3,6 +3,7 @@
 #include <hiredis/hiredis.h>
 
 #include <charconv>
+#include <cstdio>
 #include <fstream>
 
 namespace thptrace::redis {
@@ -17,15 +18,43 @@ timeval to_timeval(std::chrono::milliseconds ms) {
   return timeval{static_cast<time_t>(ms.count() / 1000), static_cast<suseconds_t>((ms.count() % 1000) * 1000)};
 }
 
-ReplyPtr run(redisContext* ctx, const std::vector<std::string>& args) {
+// Ends a failed command. When limits refused the reply, breaks ctx and its reader the way hiredis
+// breaks them on a protocol error, with the refusal as errstr (hiredis alone would say "Out of
+// memory", or nothing yet); hiredis copies the reader's error to ctx again on every later command.
+ReplyPtr failed(redisContext* ctx, const ReplyLimits& limits) {
+  if (limits.refused()) {
+    const std::string why = limits.refusal();
+    ctx->err = ctx->reader->err = REDIS_ERR_PROTOCOL;
+    std::snprintf(ctx->errstr, sizeof(ctx->errstr), "%s", why.c_str());
+    std::snprintf(ctx->reader->errstr, sizeof(ctx->reader->errstr), "%s", why.c_str());
+  }
+  return nullptr;
+}
+
+// redisCommandArgv, with hiredis 0.14's redisGetReply loop spelt out so that limits see every read
+// that leaves the reply incomplete: a header that announces too much fails at once, not after hiredis
+// has waited for and buffered all it announced.
+ReplyPtr run(redisContext* ctx, ReplyLimits& limits, const std::vector<std::string>& args) {
   std::vector<const char*> argv;
   std::vector<size_t> lens;
   for (const auto& a : args) {
     argv.push_back(a.data());
     lens.push_back(a.size());
   }
-  return ReplyPtr(static_cast<redisReply*>(
-      redisCommandArgv(ctx, static_cast<int>(argv.size()), argv.data(), lens.data())));
+  limits.new_reply();
+  if (redisAppendCommandArgv(ctx, static_cast<int>(argv.size()), argv.data(), lens.data()) != REDIS_OK)
+    return nullptr;
+  void* reply = nullptr;
+  // As in hiredis, a reply already buffered is the answer; the command then waits in the output buffer.
+  if (redisGetReplyFromReader(ctx, &reply) != REDIS_OK) return failed(ctx, limits);
+  for (int written = 0; !reply && !written;)
+    if (redisBufferWrite(ctx, &written) != REDIS_OK) return nullptr;
+  while (!reply) {
+    if (redisBufferRead(ctx) != REDIS_OK || redisGetReplyFromReader(ctx, &reply) != REDIS_OK ||
+        (!reply && !limits.pending_within_limits()))
+      return failed(ctx, limits);
+  }
+  return ReplyPtr(static_cast<redisReply*>(reply));
 }
 
 }  // namespace
@@ -75,7 +104,8 @@ std::unique_ptr<Client> Client::connect(const Address& addr, const std::string& 
   redisSetTimeout(ctx, to_timeval(timeout));
   std::unique_ptr<Client> c(new Client(ctx));
   if (!password.empty()) {
-    ReplyPtr r = user.empty() ? run(ctx, {"AUTH", password}) : run(ctx, {"AUTH", user, password});
+    ReplyPtr r = user.empty() ? run(ctx, c->limits_, {"AUTH", password})
+                              : run(ctx, c->limits_, {"AUTH", user, password});
     if (!r || r->type == REDIS_REPLY_ERROR) {
       if (error) *error = "Redis at " + addr.str() + " rejected the credentials (AUTH failed)";
       return nullptr;
@@ -84,12 +114,14 @@ std::unique_ptr<Client> Client::connect(const Address& addr, const std::string& 
   return c;
 }
 
+Client::Client(redisContext* ctx) : ctx_(ctx), limits_(ctx->reader) {}
+
 Client::~Client() { redisFree(ctx_); }
 
 bool Client::broken() const { return ctx_->err != 0; }
 
 std::optional<std::string> Client::command(const std::vector<std::string>& args) {
-  ReplyPtr r = run(ctx_, args);
+  ReplyPtr r = run(ctx_, limits_, args);
   if (!r) {
     last_error_ = ctx_->errstr;
     return std::nullopt;
@@ -116,7 +148,7 @@ std::optional<std::string> Client::info(const std::string& sections) {
 }
 
 std::optional<LatencyHistogram> Client::latency_histogram() {
-  ReplyPtr r = run(ctx_, {"LATENCY", "HISTOGRAM"});
+  ReplyPtr r = run(ctx_, limits_, {"LATENCY", "HISTOGRAM"});
   if (!r || r->type == REDIS_REPLY_ERROR) return std::nullopt;
   return parse_latency_histogram(r.get());
 }
@@ -125,7 +157,7 @@ std::map<std::string, std::string> Client::config_get(const std::vector<std::str
   std::map<std::string, std::string> out;
   // One key per call: CONFIG GET with several keys needs Redis 7.0.
   for (const auto& k : keys) {
-    ReplyPtr r = run(ctx_, {"CONFIG", "GET", k});
+    ReplyPtr r = run(ctx_, limits_, {"CONFIG", "GET", k});
     if (!r) break;
     for (auto& [key, value] : parse_config_get(r.get())) out.insert_or_assign(key, value);
   }

@@ -1,6 +1,7 @@
 #pragma once
 // A small owner of one hiredis connection, with a timeout on connect and on every command so a
-// frozen Redis (SIGSTOP) gives an error, not a hang.
+// frozen Redis (SIGSTOP) gives an error, not a hang, and bounds on every reply (reply_limits.h) so a
+// hostile or broken one gives an error, not an out-of-memory.
 
 #include <chrono>
 #include <map>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "redis/parse.h"
+#include "redis/reply_limits.h"
 
 struct redisContext;
 
@@ -40,7 +42,8 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // nullopt when the command failed; the connection is then broken() and must be replaced.
+  // nullopt when the command failed; the connection is then broken() and must be replaced. A reply
+  // over reply_limits.h's bounds fails the command and breaks the connection like a protocol error.
   std::optional<std::string> info(const std::string& sections = "");
   std::optional<LatencyHistogram> latency_histogram();
   std::map<std::string, std::string> config_get(const std::vector<std::string>& keys);
@@ -52,8 +55,9 @@ class Client {
   const std::string& last_error() const { return last_error_; }
 
  private:
-  explicit Client(redisContext* ctx) : ctx_(ctx) {}
+  explicit Client(redisContext* ctx);
   redisContext* ctx_;
+  ReplyLimits limits_;  // installed on ctx_'s reader
   std::string last_error_;
 };
 
