@@ -2,11 +2,13 @@
 // BGSAVE, a full sync and a Redis restart happen, and counters must move by the right amounts.
 #include <signal.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "harness.h"
+#include "proc/proc.h"
 
 using namespace thptrace::test;
 using namespace std::chrono_literals;
@@ -69,6 +71,17 @@ TEST(Daemon, CountsForksFollowsRestartsAndExitsClean) {
   const std::string target = redis->address();
   Daemon d({"--redis", target, "--poll-interval-ms", "50"});
   ASSERT_TRUE(d.wait_for(series("thptrace_redis_up", target), [](double v) { return v == 1; })) << d.proc().err();
+  // Attached and listening, the daemon (root here) keeps only what re-attaching uprobes and reading
+  // /proc need: CAP_DAC_READ_SEARCH, CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_PERFMON, CAP_BPF.
+  const auto status = thptrace::proc::read_file("/proc/" + std::to_string(d.proc().pid()) + "/status").value_or("");
+  for (const char* set : {"CapEff:\t", "CapPrm:\t"}) {
+    const auto at = status.find(set);
+    ASSERT_NE(at, std::string::npos) << status;
+    const uint64_t caps = std::stoull(status.substr(at + std::strlen(set), 16), nullptr, 16);
+    const uint64_t allowed = (1ull << 2) | (1ull << 19) | (1ull << 21) | (1ull << 38) | (1ull << 39);
+    EXPECT_EQ(caps & ~allowed, 0u) << set << std::hex << caps;
+  }
+  EXPECT_NE(status.find("NoNewPrivs:\t1"), std::string::npos) << status;
   const std::string scrape0 = d.scrape();
   EXPECT_EQ(metric_value(scrape0, series("thptrace_forks_total", target, "bgsave")), 0);
   EXPECT_EQ(metric_value(scrape0, series("thptrace_forks_total", target, "full_sync_disk")), 0);

@@ -1,11 +1,13 @@
 #include "daemon/daemon.h"
 
 #include <dirent.h>
+#include <linux/capability.h>
 #include <fmt/core.h>
 
 #include <algorithm>
 
 #include "cli/capture.h"
+#include "common/caps.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "correlate/correlator.h"
@@ -80,6 +82,12 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
     add_target(st->name, std::nullopt, pid, false);
   }
   metrics_.serve(options_.listen);
+  // Loaded, attached and listening. What is left: attaching uprobes to Redis processes as they
+  // (re)start (CAP_BPF, CAP_PERFMON; CAP_SYS_ADMIN too for another user's process on recent kernels,
+  // kept when held), and reading /proc of other users' processes (CAP_SYS_PTRACE,
+  // CAP_DAC_READ_SEARCH). Everything else a root daemon would hold goes, and no_new_privs is set.
+  if (std::string why; !drop_capabilities_except({CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH}, &why))
+    log::warn("could not drop capabilities after attach ({}); continuing", why);
 }
 
 Daemon::~Daemon() {
