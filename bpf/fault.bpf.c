@@ -114,13 +114,12 @@ int BPF_PROG(huge_wp_fexit, struct vm_fault *vmf, long ret)
 /* ---- fallback: the page_fault_user tracepoint ---- */
 
 /* Runs on every user page fault of the machine, so the common cases touch one cache line: a
- * process that is not watched reads its hot line and leaves; a target that owns its line counts
- * there, for itself and for each live episode, with no hash lookup. */
+ * process that is not watched reads its hot line and leaves; a target that owns its line adds one
+ * there (its live episodes are counted by difference, in the fork programs), with no hash lookup. */
 static __always_inline int on_user_fault(unsigned long error_code)
 {
 	__u32 tgid = current_tgid();
 	struct thptrace_hot *h;
-	__u32 active;
 
 	if ((error_code & (X86_PF_PROT | X86_PF_WRITE)) != (X86_PF_PROT | X86_PF_WRITE))
 		return 0;
@@ -133,11 +132,6 @@ static __always_inline int on_user_fault(unsigned long error_code)
 		return 0;
 	}
 	__sync_fetch_and_add(&h->cow_faults, 1);
-	active = h->active;
-	_Pragma("unroll") for (int i = 0; i < THPTRACE_MAX_ACTIVE; i++) {
-		if (active & (1u << i))
-			__sync_fetch_and_add(&h->slot_cow_faults[i], 1);
-	}
 	return 0;
 }
 

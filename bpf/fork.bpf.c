@@ -67,14 +67,12 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 		struct thptrace_hot *h = hot_of(ptgid);
 		struct thptrace_hot *ch = hot_of(cpid);
 
-		/* The child's faults are looked up in the hash maps; the parent's are counted on its
-		 * line when it owns one, in slot `slot` while this child lives. */
+		/* The child's faults are looked up in the hash maps; the parent's, when it owns its
+		 * line, are counted there, and this episode's are those after now. */
 		if (ch)
 			__sync_fetch_and_add(&ch->slow, 1);
-		if (h && h->tgid == ptgid) {
-			__sync_lock_test_and_set(&h->slot_cow_faults[slot & (THPTRACE_MAX_ACTIVE - 1)], 0);
-			__sync_fetch_and_or(&h->active, 1u << slot);
-		}
+		if (h && h->tgid == ptgid)
+			h->slot_base[slot & (THPTRACE_MAX_ACTIVE - 1)] = h->cow_faults;
 	}
 
 	e = event_reserve(EV_FORK, ptgid, tid);
@@ -117,22 +115,21 @@ static __always_inline void close_episode(struct task_struct *p, __u32 pid)
 	tgt = bpf_map_lookup_elem(&targets, &ptgid);
 	if (tgt) {
 		_Pragma("unroll") for (int i = 0; i < THPTRACE_MAX_ACTIVE; i++) {
-			if (__sync_val_compare_and_swap(&tgt->active[i], pid, 0) == pid)
+			if (tgt->active[i] == pid)
 				slot = i;
 		}
 	}
-	if (slot >= 0) {
-		/* Undo what on_fork did for a tracked child: its slow-path reference, and the slot's
-		 * fast-path count, which becomes the episode's. */
+	if (tgt && slot >= 0) {
+		/* Undo what on_fork did for a tracked child: its slow-path reference; a line owner's
+		 * faults since the fork become the episode's. Then free the slot, not before: a fork
+		 * claiming it overwrites its base. */
 		h = hot_of(pid);
 		if (h)
 			__sync_fetch_and_sub(&h->slow, 1);
 		h = hot_of(ptgid);
-		if (h && h->tgid == ptgid) {
-			__sync_fetch_and_and(&h->active, ~(1u << slot));
-			ep->cow_faults +=
-				__sync_lock_test_and_set(&h->slot_cow_faults[slot & (THPTRACE_MAX_ACTIVE - 1)], 0);
-		}
+		if (h && h->tgid == ptgid)
+			ep->cow_faults += h->cow_faults - h->slot_base[slot & (THPTRACE_MAX_ACTIVE - 1)];
+		__sync_val_compare_and_swap(&tgt->active[slot & (THPTRACE_MAX_ACTIVE - 1)], pid, 0);
 	}
 	e = event_reserve(EV_CHILD_EXIT, ptgid, pid);
 	if (e) {

@@ -99,17 +99,16 @@ struct thptrace_target {
 
 /* One cache line per watched tgid, the only memory a write fault of a watched process touches in
  * the tracepoint modes (each map the fault programs read costs a cache and TLB miss per fault).
- * Userspace claims and releases lines through an mmap of the map; the fork programs keep `active`
- * and the per-slot counters, and fold a slot's count into the episode when its child exits. */
+ * Userspace claims and releases lines through an mmap of the map. A fault adds one to cow_faults
+ * and nothing else: an episode's count is the difference between cow_faults at its child's exit and
+ * at its fork, which the fork programs keep in slot_base. */
 struct thptrace_hot {
 	__u32 tgid;        /* the target counted here; 0 = free, THPTRACE_HOT_CLAIMING while set up */
-	__u32 active;      /* bit i: the target's active[i] is a live episode */
 	__u32 slow;        /* other watched tgids with this index (fork children, collisions): when
 			    * non-zero, a fault by a tgid that does not own the line looks in the hash maps */
-	__u32 pad;
 	__u64 cow_faults;  /* the owner's write faults on present pages (tracepoint modes) */
-	__u64 slot_cow_faults[THPTRACE_MAX_ACTIVE]; /* the same, while episode i is live */
-	__u64 spare;
+	__u64 slot_base[THPTRACE_MAX_ACTIVE]; /* cow_faults when the episode in active[i] began */
+	__u64 spare[2];
 };
 
 static inline __u32 thptrace_hot_index(__u32 tgid)

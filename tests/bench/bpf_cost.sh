@@ -75,11 +75,17 @@ start_workload() {
   wl_pid=${line#ready }
 }
 
-# go_and_time: lets the workload fork and dirty; sets dirty_ns. The workload's child then still
-# sleeps, so the target (and a capture of it) is alive until finish_workload.
+# go_and_time [CMD...]: lets the workload warm up, runs CMD, lets it fork and dirty; sets dirty_ns.
+# The workload's child then still sleeps, so the target (and a capture of it) is alive until
+# finish_workload.
 go_and_time() {
   echo go >&"$wl_in"
   local line
+  # The workload first warms the memory its copies will take; the measured window starts after.
+  read -r -t 120 line <&"$wl_out" || die "the workload did not warm up"
+  [ "$line" = warm ] || die "unexpected workload output: $line"
+  "$@"
+  echo go >&"$wl_in"
   read -r -t 120 line <&"$wl_out" || die "the workload did not report dirty_ns (does $workload support 'timing'?)"
   [[ $line == dirty_ns\ * ]] || die "unexpected workload output: $line"
   dirty_ns=${line#dirty_ns }
@@ -193,6 +199,11 @@ finish_workload
 # MADV_HUGEPAGE region; with THP always it is), and on a MADV_HUGEPAGE region, where it is and runs
 # on every allocation (each COW fault allocates the copy).
 
+stats_before() {
+  prog_stats "$work/thp.before" "$cap_pid"
+  if [ -n "$bt_pid" ]; then prog_stats "$work/bt.before" "$bt_pid"; fi
+}
+
 measure_storm() {
   variant=$1
   echo "fault storm ($variant memory): $pages pages ($((pages * 4 / 1024)) MiB) dirtied after fork by $(basename "$workload"), child sleeps ${child_ms} ms"
@@ -200,9 +211,7 @@ measure_storm() {
   start_capture "$work/cost.json"
   start_bpftrace
   sysctl -q -w kernel.bpf_stats_enabled=1
-  prog_stats "$work/thp.before" "$cap_pid"
-  [ -n "$bt_pid" ] && prog_stats "$work/bt.before" "$bt_pid"
-  go_and_time
+  go_and_time stats_before
   prog_stats "$work/thp.after" "$cap_pid"
   [ -n "$bt_pid" ] && prog_stats "$work/bt.after" "$bt_pid"
   storm_ns=$dirty_ns

@@ -7,7 +7,8 @@
  * With "thp" the region is 2 MiB aligned and madvise(MADV_HUGEPAGE)d. Prints "ready PID" when
  * populated and "done" when the child has been reaped. With "timing" it also prints "dirty_ns N",
  * the CLOCK_MONOTONIC time of the parent's dirty loop, as soon as the loop ends, and first touches
- * and frees as much memory as the copies will take (tests/bench/bpf_cost.sh). */
+ * and frees as much memory as the copies will take, then says "warm" and waits for a second line
+ * before it forks (tests/bench/bpf_cost.sh). */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -70,6 +71,11 @@ int main(int argc, char **argv)
 				warm[i] = 1;
 			munmap(warm, len);
 		}
+		/* A second "go" starts the fork, so that a benchmark's window leaves the warming out. */
+		printf("warm\n");
+		fflush(stdout);
+		if (!fgets(line, sizeof line, stdin))
+			return 1;
 	}
 	pid_t child = fork();
 	if (child < 0) {

@@ -174,9 +174,8 @@ void Tracer::watch(pid_t tgid) {
   __u32 expected = 0;
   const bool owner = std::atomic_ref(h->tgid).compare_exchange_strong(expected, THPTRACE_HOT_CLAIMING);
   if (owner) {
-    std::atomic_ref(h->active).store(0);
     std::atomic_ref(h->cow_faults).store(0);
-    for (auto& c : h->slot_cow_faults) std::atomic_ref(c).store(0);
+    for (auto& b : h->slot_base) std::atomic_ref(b).store(0);
     std::atomic_ref(h->tgid).store(static_cast<__u32>(tgid));
   } else {
     std::atomic_ref(h->slow).fetch_add(1);
@@ -309,7 +308,8 @@ std::optional<thptrace_target> Tracer::target(pid_t tgid) const {
 }
 
 std::vector<thptrace_episode> Tracer::episodes_of(pid_t parent) const {
-  // The live episodes of a line owner have their parent-side COW count in the line's slots.
+  // A live episode of a line owner has its parent-side COW count on the line: the faults since its
+  // fork.
   const auto owner = watched_.find(parent);
   const auto tgt = owner != watched_.end() && owner->second ? target(parent) : std::nullopt;
   std::vector<thptrace_episode> out;
@@ -321,7 +321,8 @@ std::vector<thptrace_episode> Tracer::episodes_of(pid_t parent) const {
     if (bpf_map_lookup_elem(fd, &next, &ep) == 0 && ep.parent_tgid == static_cast<__u32>(parent)) {
       for (int i = 0; tgt && !ep.exit_ts_ns && i < THPTRACE_MAX_ACTIVE; i++)
         if (tgt->active[i] == ep.child_pid)
-          ep.cow_faults += std::atomic_ref(hot_line(parent)->slot_cow_faults[i]).load();
+          ep.cow_faults += std::atomic_ref(hot_line(parent)->cow_faults).load() -
+                           std::atomic_ref(hot_line(parent)->slot_base[i]).load();
       out.push_back(ep);
     }
     key = next;
