@@ -3,8 +3,8 @@
 # twice: on 4 KiB memory and on a MADV_HUGEPAGE region (where the huge-page allocation counter is on).
 #  1. Per-event cost of each of thptrace's BPF programs from the kernel's own accounting
 #     (kernel.bpf_stats_enabled: run_time_ns / run_cnt, read with `bpftool -j prog show` while the
-#     capture runs), next to a bpftrace one-liner counting the same tracepoint for the same pid in
-#     the same run.
+#     capture runs), next to a bpftrace one-liner counting the same tracepoint for the same pid on
+#     the same storm, run again right after.
 #  2. Time for the parent to dirty PAGES pages after fork (every write a COW fault while the child
 #     sleeps), untraced vs traced by thptrace (and vs the bpftrace one-liner alone), interleaved,
 #     RUNS of each, statistics off; the ratio of the medians.
@@ -199,28 +199,38 @@ finish_workload
 # MADV_HUGEPAGE region; with THP always it is), and on a MADV_HUGEPAGE region, where it is and runs
 # on every allocation (each COW fault allocates the copy).
 
-stats_before() {
-  prog_stats "$work/thp.before" "$cap_pid"
-  if [ -n "$bt_pid" ]; then prog_stats "$work/bt.before" "$bt_pid"; fi
-}
+stats_before_thp() { prog_stats "$work/thp.before" "$cap_pid"; }
+stats_before_bt() { prog_stats "$work/bt.before" "$bt_pid"; }
 
+# measure_storm VARIANT: the storm once under thptrace, then once more under the bpftrace one-liner
+# alone (sharing a storm, the program that runs second finds the task's lines warm in the cache).
 measure_storm() {
   variant=$1
   echo "fault storm ($variant memory): $pages pages ($((pages * 4 / 1024)) MiB) dirtied after fork by $(basename "$workload"), child sleeps ${child_ms} ms"
   start_workload
   start_capture "$work/cost.json"
-  start_bpftrace
   sysctl -q -w kernel.bpf_stats_enabled=1
-  go_and_time stats_before
+  go_and_time stats_before_thp
   prog_stats "$work/thp.after" "$cap_pid"
-  [ -n "$bt_pid" ] && prog_stats "$work/bt.after" "$bt_pid"
   storm_ns=$dirty_ns
   # Statistics cost two clock reads per program run: off again for the timing below.
   sysctl -q -w kernel.bpf_stats_enabled="$stats_before"
-  have_bt=$([ -n "$bt_pid" ] && echo 1 || echo 0)
-  stop_bpftrace
   finish_workload
   wait_capture
+
+  start_workload
+  start_bpftrace
+  have_bt=$([ -n "$bt_pid" ] && echo 1 || echo 0)
+  if [ "$have_bt" -eq 1 ]; then
+    sysctl -q -w kernel.bpf_stats_enabled=1
+    go_and_time stats_before_bt
+    prog_stats "$work/bt.after" "$bt_pid"
+    sysctl -q -w kernel.bpf_stats_enabled="$stats_before"
+    stop_bpftrace
+  else
+    go_and_time
+  fi
+  finish_workload
   variant=4k
 
   python3 - "$work" "$pages" "$storm_ns" "$bt_status" <<'PY'
@@ -257,10 +267,11 @@ print(f"  report: cow_faults={report['totals']['cow_faults']} dropped_events={re
 print(f"  storm: {storm_ns / 1e6:.1f} ms for {pages} faults = {pages / (storm_ns / 1e9) / 1e6:.2f} M faults/s")
 print(f"  probes: " + " ".join(f"{k}={v}" for k, v in report.get("probes", {}).items() if isinstance(v, str)))
 if os.path.exists(f"{work}/bt.after"):
-    table("bpftrace one-liner on the same storm (tracepoint:exceptions:page_fault_user /pid == N/ { @ = count(); }):",
+    table("bpftrace one-liner alone, the same storm again (tracepoint:exceptions:page_fault_user /pid == N/ { @ = count(); }):",
           delta("bt"))
     out = open(f"{work}/bpftrace.out").read().strip().splitlines()
-    print("  bpftrace printed: " + " ".join(l for l in out if l.startswith("@")))
+    print("  bpftrace printed: " + " ".join(l for l in out if l.startswith("@")) +
+          " (every fault of the pid since it attached: the warm-up's too)")
 else:
     print(f"bpftrace: {bt_status}")
 PY
