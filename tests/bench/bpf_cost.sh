@@ -179,10 +179,20 @@ start_bpftrace() {
   fi
 }
 
-# stop_bpftrace: SIGINT, which makes bpftrace print its map and detach.
+# stop_bpftrace: SIGINT, which makes bpftrace print its map and detach. A SIGINT can go unnoticed
+# (one that lands just before bpftrace blocks in epoll_wait), so it is repeated each second, and
+# after ten a SIGKILL ends it.
 stop_bpftrace() {
   [ -n "$bt_pid" ] || return 0
-  kill -INT "$bt_pid" 2>/dev/null || true
+  local i
+  for i in $(seq 1 10); do
+    kill -INT "$bt_pid" 2>/dev/null || break
+    for _ in $(seq 1 10); do
+      kill -0 "$bt_pid" 2>/dev/null || break 2
+      sleep 0.1
+    done
+  done
+  kill -KILL "$bt_pid" 2>/dev/null || true
   wait "$bt_pid" 2>/dev/null || true
   forget "$bt_pid"
   bt_pid=
