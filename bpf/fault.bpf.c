@@ -118,11 +118,12 @@ int BPF_PROG(huge_wp_fexit, struct vm_fault *vmf, long ret)
  * there (its live episodes are counted by difference, in the fork programs), with no hash lookup. */
 static __always_inline int on_user_fault(unsigned long error_code)
 {
-	__u32 tgid = current_tgid();
 	struct thptrace_hot *h;
+	__u32 tgid;
 
 	if ((error_code & (X86_PF_PROT | X86_PF_WRITE)) != (X86_PF_PROT | X86_PF_WRITE))
 		return 0;
+	tgid = current_tgid();
 	h = hot_of(tgid);
 	if (!h)
 		return 0;
