@@ -65,6 +65,8 @@ void expect_slow_path_counts(bool force_fallback) {
   t.attach();
   t.watch(occupant.pid());  // owns the line
   t.watch(work.pid());      // counted on the slow path
+  EXPECT_TRUE(t.owns_hot_line(occupant.pid()));
+  EXPECT_FALSE(t.owns_hot_line(work.pid()));
   work.write_stdin("go\n");
 
   std::optional<thptrace_episode> episode;
@@ -80,13 +82,16 @@ void expect_slow_path_counts(bool force_fallback) {
   EXPECT_GE(target->cow_faults, episode->cow_faults);
   EXPECT_LT(t.target(occupant.pid()).value_or(thptrace_target{}).cow_faults, 100u);
 
-  // Once the owner is unwatched the line is free again, and a new watch of the workload takes it.
+  EXPECT_TRUE(work.wait_stdout_line("done", 30s));
+  EXPECT_EQ(work.wait(10s), 0);
+
+  // Once the owner is unwatched the line is free again, and a new watch takes it with a fresh count
+  // (the workload has exited, so nothing adds to it meanwhile).
   t.unwatch(occupant.pid());
   t.unwatch(work.pid());
   t.watch(work.pid());
+  EXPECT_TRUE(t.owns_hot_line(work.pid()));
   EXPECT_EQ(t.target(work.pid()).value_or(thptrace_target{}).cow_faults, 0u);
-  EXPECT_TRUE(work.wait_stdout_line("done", 30s));
-  EXPECT_EQ(work.wait(10s), 0);
 }
 
 }  // namespace

@@ -307,6 +307,10 @@ std::optional<thptrace_target> Tracer::target(pid_t tgid) const {
   return t;
 }
 
+bool Tracer::owns_hot_line(pid_t tgid) const {
+  return watched_.contains(tgid) && std::atomic_ref(hot_line(tgid)->tgid).load() == static_cast<__u32>(tgid);
+}
+
 std::vector<thptrace_episode> Tracer::episodes_of(pid_t parent) const {
   // A live episode of a line owner has its parent-side COW count on the line: the faults since its
   // fork.

@@ -59,6 +59,9 @@ class Tracer {
   int poll(int timeout_ms, const std::function<void(const thptrace_event&)>& on_event);
 
   std::optional<thptrace_target> target(pid_t tgid) const;
+  // Whether a watched tgid's faults are counted on the fast path (it owns its hot line) rather than
+  // in the hash maps (another watched tgid owns the line).
+  bool owns_hot_line(pid_t tgid) const;
   // Episodes of `parent` still in the kernel map: children alive now, or whose exit record was lost.
   std::vector<thptrace_episode> episodes_of(pid_t parent) const;
   void forget_episode(pid_t child);
