@@ -37,6 +37,14 @@ struct Capture {
   std::string out, err;
 };
 
+// The command line of a capture of `pid` for at most `seconds`, writing its JSON report to `json`.
+std::vector<std::string> capture_args(pid_t pid, int seconds, const std::string& json, bool force_fallback) {
+  std::vector<std::string> args = {thptrace_bin(), "--pid", std::to_string(pid), "--duration", std::to_string(seconds),
+                                   "--json", json};
+  if (force_fallback) args.push_back("--force-fallback");
+  return args;
+}
+
 Capture capture_workload(bool thp, bool force_fallback) {
   Capture c;
   const std::string dir = make_temp_dir("thptrace-cow-");
@@ -45,10 +53,7 @@ Capture capture_workload(bool thp, bool force_fallback) {
   const auto ready = work.wait_stdout_line("ready", 20s);
   EXPECT_TRUE(ready) << work.err();
   if (!ready) return c;
-  std::vector<std::string> args = {thptrace_bin(), "--pid", std::to_string(work.pid()), "--duration", "30",
-                                   "--json", json};
-  if (force_fallback) args.push_back("--force-fallback");
-  Process tracer(args);
+  Process tracer(capture_args(work.pid(), 30, json, force_fallback));
   EXPECT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
   work.write_stdin("go\n");
   EXPECT_TRUE(work.wait_stdout_line("done", 30s));
@@ -164,10 +169,7 @@ void expect_burst_counted(bool force_fallback) {
   const std::string json = dir + "/report.json";
   Process work({FAULT_BURST_BIN, std::to_string(pages), "2"});
   ASSERT_TRUE(work.wait_stdout_line("ready", 20s)) << work.err();
-  std::vector<std::string> args = {thptrace_bin(), "--pid", std::to_string(work.pid()), "--duration", "60",
-                                   "--json", json};
-  if (force_fallback) args.push_back("--force-fallback");
-  Process tracer(args);
+  Process tracer(capture_args(work.pid(), 60, json, force_fallback));
   ASSERT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
   work.write_stdin("go\n");
   const auto line = work.wait_stdout_line("faults", 60s);
