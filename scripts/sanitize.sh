@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sanitizer run of issue 5: builds thptrace, the unit tests and the runtime tests with
+# The sanitizer run: builds thptrace, the unit tests and the runtime tests with
 # AddressSanitizer and UndefinedBehaviorSanitizer (THPTRACE_SANITIZE=ON, its own build directory),
 # then runs the unit tests and, as root with BPF required, the runtime tests, which spawn the
 # sanitized thptrace binary of that build. Any ASan, LeakSanitizer or UBSan report fails the run:

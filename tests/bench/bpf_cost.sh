@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark (not a test): what thptrace costs under a copy-on-write fault storm (issue 5). Part 1 runs
+# Benchmark (not a test): what thptrace costs under a copy-on-write fault storm. Part 1 runs
 # twice: on 4 KiB memory and on a MADV_HUGEPAGE region (where the huge-page allocation counter is on).
 #  1. Per-event cost of each of thptrace's BPF programs from the kernel's own accounting
 #     (kernel.bpf_stats_enabled: run_time_ns / run_cnt, read with `bpftool -j prog show` while the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Redis SET throughput and probe p99.9 with `thptrace daemon` attached against not, in interleaved
-# runs (issue 5; goal: ratio ≥ 0.98). Each run: one closed-loop probe plus 4 writers pipelining 80
+# runs (goal: ratio ≥ 0.98). Each run: one closed-loop probe plus 4 writers pipelining 80
 # SETs for RUN_SECONDS against a redis-server of 200k keys × 400 B on loopback, with a BGSAVE in
 # the middle so the fork path is exercised too. Prints per-run figures and the ratios of medians.
 # usage: daemon_overhead.sh THPTRACE_BINARY   (root; RUNS=5 RUN_SECONDS=10 by default)

@@ -1,5 +1,5 @@
 #pragma once
-// `thptrace bench` (issue 4): the fork/COW/THP experiments, reproducible in one command. Each
+// `thptrace bench`: the fork/COW/THP experiments, reproducible in one command. Each
 // scenario starts its own redis-server processes on 127.0.0.1, loads a deterministic dataset,
 // runs the load generator through phases (before / during / after) that Redis's own state bounds,
 // with the real `thptrace --pid` capture watching, and writes one results folder per run.

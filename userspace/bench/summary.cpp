@@ -1,5 +1,5 @@
 // summary.md: what a person reads first. Tables per scenario, then sentences that compare the
-// scenarios the way the published experiments did (README "Measured here" puts them side by side).
+// scenarios the way the published experiments did (docs/bench.md puts them side by side).
 
 #include <fmt/format.h>
 
