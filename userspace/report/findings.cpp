@@ -16,6 +16,9 @@ struct Finding {
 
 std::string mib(double kb) { return fmt::format("{:.1f} MiB", kb / 1024.0); }
 
+// Past this many fork windows with latency figures, they fold into one finding.
+constexpr size_t kLatencySentences = 3;
+
 }  // namespace
 
 std::vector<std::string> findings(const Report& r) {
@@ -82,14 +85,32 @@ std::vector<std::string> findings(const Report& r) {
     break;  // one representative line; the table has them all
   }
 
-  for (const auto& e : r.forks) {
-    if (!e.latency_during || !e.latency_before) continue;
-    const auto& d = *e.latency_during;
-    const auto& b = *e.latency_before;
-    f.push_back({3, fmt::format("During the {} fork window (child {}), Redis's server-side p99.9 was ≤ {:.0f} µs "
-                                "(p50 ≤ {:.0f} µs) against ≤ {:.0f} µs (p50 ≤ {:.0f} µs) in the window before.",
-                                correlate::reason_name(e.reason), e.child_pid, d.p999_us, d.p50_us, b.p999_us,
-                                b.p50_us)});
+  // Latency windows: one sentence per fork while there are few; past that one sentence with counts
+  // and the worst window, so that a capture of hundreds of forks (a full-sync loop) stays readable.
+  std::vector<const correlate::ForkEpisode*> windows;
+  for (const auto& e : r.forks)
+    if (e.latency_during && e.latency_before) windows.push_back(&e);
+  if (windows.size() <= kLatencySentences) {
+    for (const auto* e : windows) {
+      const auto& d = *e->latency_during;
+      const auto& b = *e->latency_before;
+      f.push_back({3, fmt::format("During the {} fork window (child {}), Redis's server-side p99.9 was ≤ {:.0f} µs "
+                                  "(p50 ≤ {:.0f} µs) against ≤ {:.0f} µs (p50 ≤ {:.0f} µs) in the window before.",
+                                  correlate::reason_name(e->reason), e->child_pid, d.p999_us, d.p50_us, b.p999_us,
+                                  b.p50_us)});
+    }
+  } else {
+    const auto worst = *std::max_element(windows.begin(), windows.end(), [](const auto* a, const auto* b) {
+      return a->latency_during->p999_us < b->latency_during->p999_us;
+    });
+    const auto worse = std::count_if(windows.begin(), windows.end(), [](const auto* e) {
+      return e->latency_during->p999_us > e->latency_before->p999_us;
+    });
+    f.push_back({3, fmt::format("In {} of {} fork windows Redis's server-side p99.9 was higher than in the window "
+                                "before; the worst, during the {} fork window (child {}), was ≤ {:.0f} µs against "
+                                "≤ {:.0f} µs before.",
+                                worse, windows.size(), correlate::reason_name(worst->reason), worst->child_pid,
+                                worst->latency_during->p999_us, worst->latency_before->p999_us)});
   }
 
   if (r.totals.compaction_stalls + r.totals.reclaim_stalls > 0)

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -103,6 +104,18 @@ ordered_json to_json(const Report& r) {
   return j;
 }
 
+std::vector<bool> shown_forks(const std::vector<correlate::ForkEpisode>& forks) {
+  std::vector<bool> shown(forks.size(), forks.size() <= kForkTableRows);
+  if (forks.size() <= kForkTableRows) return shown;
+  std::vector<size_t> by_cow(forks.size());
+  for (size_t i = 0; i < by_cow.size(); ++i) by_cow[i] = i;
+  std::stable_sort(by_cow.begin(), by_cow.end(),
+                   [&](size_t a, size_t b) { return forks[a].cow_faults > forks[b].cow_faults; });
+  for (size_t i = 0; i < kWorstForksShown; ++i) shown[by_cow[i]] = true;
+  for (size_t i = forks.size() - kRecentForksShown; i < forks.size(); ++i) shown[i] = true;
+  return shown;
+}
+
 std::string to_text(const Report& r) {
   std::string out;
   auto line = [&out](const std::string& s) { out += s + "\n"; };
@@ -129,7 +142,10 @@ std::string to_text(const Report& r) {
   if (!r.forks.empty()) {
     line(fmt::format("  {:>8} {:<19} {:>10} {:>11} {:>10} {:>10} {:>7} {:>21} {:>21}", "child", "reason", "fork_us",
                      "lifetime_ms", "cow", "child_cow", "splits", "p50/p99.9 us during", "p50/p99.9 us before"));
-    for (const auto& e : r.forks) {
+    const auto shown = shown_forks(r.forks);
+    for (size_t i = 0; i < r.forks.size(); ++i) {
+      if (!shown[i]) continue;
+      const auto& e = r.forks[i];
       auto lat = [](const std::optional<correlate::LatencyWindow>& w) {
         return w ? fmt::format("{:.0f}/{:.0f}", w->p50_us, w->p999_us) : std::string("-");
       };
@@ -141,6 +157,11 @@ std::string to_text(const Report& r) {
         line(fmt::format("           COW fault handler: avg {:.0f} ns; huge-PMD faults {}", *e.fault_avg_ns,
                          e.huge_cow_faults));
     }
+    const auto hidden = static_cast<size_t>(std::count(shown.begin(), shown.end(), false));
+    if (hidden > 0)
+      line(fmt::format("  ... {} more forks not shown: the table keeps the {} with the most copy-on-write faults "
+                       "and the {} most recent; the JSON report has every fork.",
+                       hidden, kWorstForksShown, kRecentForksShown));
   }
   line("");
   line(fmt::format("totals: cow_faults={} child_cow_faults={} thp_splits={} thp_collapses={} compaction_stalls={} "

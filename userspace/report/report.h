@@ -50,6 +50,15 @@ struct Report {
   std::optional<RedisSection> redis;  // set when --redis was given
 };
 
+// The text report lists every fork while there are at most kForkTableRows; past that it keeps the
+// kWorstForksShown with the most copy-on-write faults and the kRecentForksShown most recent, in fork
+// order (a full-sync loop makes hundreds of forks). The JSON keeps them all.
+inline constexpr size_t kForkTableRows = 20;
+inline constexpr size_t kWorstForksShown = 10;
+inline constexpr size_t kRecentForksShown = 5;
+// Which rows of the text report's fork table are printed, by index into forks.
+std::vector<bool> shown_forks(const std::vector<correlate::ForkEpisode>& forks);
+
 std::vector<std::string> findings(const Report& r);
 nlohmann::ordered_json to_json(const Report& r);
 std::string to_text(const Report& r);
