@@ -67,7 +67,9 @@ TEST(ReportFold, FiveHundredForksFoldToTheWorstAndTheMostRecent) {
   for (const auto& e : r.forks) cows.push_back(e.cow_faults);
   std::sort(cows.rbegin(), cows.rend());
   for (size_t i = 0; i < r.forks.size(); ++i) {
-    if (r.forks[i].cow_faults > cows[report::kWorstForksShown]) EXPECT_TRUE(shown[i]) << i;
+    if (r.forks[i].cow_faults > cows[report::kWorstForksShown]) {
+      EXPECT_TRUE(shown[i]) << i;
+    }
   }
 
   const auto text = report::to_text(r);
