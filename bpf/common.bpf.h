@@ -142,6 +142,25 @@ static __always_inline struct thptrace_event *event_reserve(__u32 type, __u32 tg
 	return e;
 }
 
+/* Compare-and-exchange, returning the old value. BPF_CMPXCHG and the other fetching atomics arrived in
+ * Linux 5.12 (commit 5ffa25502b5a, "bpf: Add instructions for atomic_[cmp]xchg"); before that the
+ * kernel rejects any object holding one, even in dead code, before verification ("BPF_STX uses
+ * reserved fields"). The programs that need it are built a second time with THPTRACE_NO_ATOMICS
+ * (fork_compat.bpf.c), where this is a plain read-compare-write: correct for one writer at a time,
+ * racy only when two CPUs update the same word at the same instant. Only the adds whose result is
+ * unused (BPF_XADD, since 3.x) are allowed anywhere else; the build checks it (check_bpf_atomics.sh). */
+#ifdef THPTRACE_NO_ATOMICS
+#define thptrace_cas(ptr, old, new)                        \
+	({                                                  \
+		__typeof__(*(ptr)) __cur = *(volatile __typeof__(*(ptr)) *)(ptr); \
+		if (__cur == (old))                         \
+			*(volatile __typeof__(*(ptr)) *)(ptr) = (new); \
+		__cur;                                      \
+	})
+#else
+#define thptrace_cas(ptr, old, new) __sync_val_compare_and_swap(ptr, old, new)
+#endif
+
 static __always_inline __u32 current_tgid(void)
 {
 	return bpf_get_current_pid_tgid() >> 32;

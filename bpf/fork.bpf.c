@@ -1,8 +1,16 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Fork family: opens an episode when a watched process creates a child process, times the clone
  * syscall in the parent, and closes the episode when the child exits. Each program has a tp_btf
- * twin and a raw_tp twin; userspace loads one of them (bpf_program__set_autoload). */
+ * twin and a raw_tp twin; userspace loads one of them (bpf_program__set_autoload).
+ * fork_compat.bpf.c builds the fork and exit programs again, named *_compat, for kernels without BPF
+ * compare-and-exchange (before 5.12; see thptrace_cas). */
 #include "common.bpf.h"
+
+#ifdef THPTRACE_NO_ATOMICS
+#define FORK_BPF_PROG(name, args...) BPF_PROG(name##_compat, ##args)
+#else
+#define FORK_BPF_PROG(name, args...) BPF_PROG(name, ##args)
+#endif
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -57,7 +65,7 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 	if (bpf_map_update_elem(&episodes, &cpid, &ep, BPF_ANY) == 0) {
 		/* Claim a free slot so the fault programs start counting for this child. */
 		_Pragma("unroll") for (int i = 0; i < THPTRACE_MAX_ACTIVE; i++) {
-			if (slot < 0 && __sync_val_compare_and_swap(&tgt->active[i], 0, cpid) == 0)
+			if (slot < 0 && thptrace_cas(&tgt->active[i], 0, cpid) == 0)
 				slot = i;
 		}
 	}
@@ -86,13 +94,13 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 }
 
 SEC("tp_btf/sched_process_fork")
-int BPF_PROG(fork_btf, struct task_struct *parent, struct task_struct *child)
+int FORK_BPF_PROG(fork_btf, struct task_struct *parent, struct task_struct *child)
 {
 	return on_fork(parent, child);
 }
 
 SEC("raw_tp/sched_process_fork")
-int BPF_PROG(fork_raw, struct task_struct *parent, struct task_struct *child)
+int FORK_BPF_PROG(fork_raw, struct task_struct *parent, struct task_struct *child)
 {
 	return on_fork(parent, child);
 }
@@ -129,7 +137,7 @@ static __always_inline void close_episode(struct task_struct *p, __u32 pid)
 		h = hot_of(ptgid);
 		if (h && h->tgid == ptgid)
 			ep->cow_faults += h->cow_faults - h->slot_base[slot & (THPTRACE_MAX_ACTIVE - 1)];
-		__sync_val_compare_and_swap(&tgt->active[slot & (THPTRACE_MAX_ACTIVE - 1)], pid, 0);
+		thptrace_cas(&tgt->active[slot & (THPTRACE_MAX_ACTIVE - 1)], pid, 0);
 	}
 	e = event_reserve(EV_CHILD_EXIT, ptgid, pid);
 	if (e) {
@@ -162,17 +170,19 @@ static __always_inline int on_exit(struct task_struct *p)
 }
 
 SEC("tp_btf/sched_process_exit")
-int BPF_PROG(exit_btf, struct task_struct *p)
+int FORK_BPF_PROG(exit_btf, struct task_struct *p)
 {
 	return on_exit(p);
 }
 
 SEC("raw_tp/sched_process_exit")
-int BPF_PROG(exit_raw, struct task_struct *p)
+int FORK_BPF_PROG(exit_raw, struct task_struct *p)
 {
 	return on_exit(p);
 }
 
+/* The syscall programs use no compare-and-exchange: one build serves every kernel. */
+#ifndef THPTRACE_NO_ATOMICS
 static __always_inline int on_sys_enter(long id)
 {
 	__u32 tgid = current_tgid();
@@ -229,3 +239,4 @@ int BPF_PROG(sys_exit_raw, struct pt_regs *regs, long ret)
 {
 	return on_sys_exit(ret);
 }
+#endif /* !THPTRACE_NO_ATOMICS */

@@ -24,12 +24,10 @@ const long kChildMs = [] {
   return vm && std::string(vm) == "1" ? 2500L : 600L;
 }();
 
-// THPTRACE_EXPECT_FENTRY=1 (set by the kernel-matrix guest run, tests/vm): the first-choice COW
-// fault path must be taken there, so assert it instead of accepting whichever mode loaded.
-bool expect_fentry() {
-  const char* v = std::getenv("THPTRACE_EXPECT_FENTRY");
-  return v && std::string(v) == "1";
-}
+// THPTRACE_EXPECT_MODES=... cow_fault=fentry (set by the kernel-matrix guest runs, tests/vm): the
+// first-choice COW fault path must be taken there, so assert it instead of accepting whichever mode
+// loaded.
+[[maybe_unused]] bool expect_fentry() { return expected_mode("cow_fault") == "fentry"; }
 
 struct Capture {
   int exit_code = -1;
@@ -92,9 +90,7 @@ void expect_known_answer(const Capture& c, bool thp, bool force_fallback) {
   } else {
     EXPECT_NE(c.report["probes"]["fork"], "raw_tp");
     EXPECT_NE(c.report["probes"]["cow_fault"], "raw_tp");
-    if (expect_fentry()) {
-      EXPECT_EQ(c.report["probes"]["cow_fault"], "fentry") << c.err;
-    }
+    expect_modes(c.report["probes"], c.err);
   }
   const bool fentry = c.report["probes"]["cow_fault"] == "fentry";
   if (fentry) {
@@ -208,8 +204,11 @@ TEST(Cli, ProbeReportsEveryFamily) {
     EXPECT_FALSE(j["families"][fam]["why"].get<std::string>().empty());
   }
   EXPECT_NE(j["families"]["fork"]["mode"], "unavailable");
-  if (expect_fentry()) {
-    EXPECT_EQ(j["families"]["cow_fault"]["mode"], "fentry") << p.out();
+  nlohmann::json modes;
+  for (const auto& [fam, v] : j["families"].items()) modes[fam] = v["mode"];
+  expect_modes(modes, p.out());
+  if (const auto atomics = expected_mode("bpf_atomics"); !atomics.empty()) {
+    EXPECT_EQ(j["bpf_atomics"].get<bool>(), atomics == "yes") << p.out();
   }
   EXPECT_EQ(leftover_thptrace_programs(), std::vector<std::string>{});
 }

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "proc/proc.h"
@@ -40,6 +41,21 @@ std::string bpf_unavailable_reason() {
 }
 
 std::string thptrace_bin() { return THPTRACE_BIN; }
+
+std::string expected_mode(const std::string& key) {
+  const char* v = std::getenv("THPTRACE_EXPECT_MODES");
+  std::istringstream in(v ? v : "");
+  for (std::string kv; in >> kv;)
+    if (kv.rfind(key + "=", 0) == 0) return kv.substr(key.size() + 1);
+  return "";
+}
+
+void expect_modes(const nlohmann::json& modes, const std::string& context) {
+  for (const char* family : {"fork", "cow_fault", "thp", "stall"}) {
+    const std::string want = expected_mode(family);
+    if (!want.empty()) EXPECT_EQ(modes.value(family, ""), want) << family << " on this kernel: " << context;
+  }
+}
 std::string workload_bin() { return WORKLOAD_BIN; }
 
 Process::Process(const std::vector<std::string>& argv) {
@@ -258,7 +274,8 @@ std::vector<std::string> loaded_bpf_program_names() {
 std::vector<std::string> leftover_thptrace_programs() {
   // BPF object names are cut to 15 characters.
   static const std::set<std::string> ours = {
-      "fork_btf", "fork_raw", "exit_btf", "exit_raw", "sys_enter_btf", "sys_enter_raw", "sys_exit_btf",
+      "fork_btf", "fork_raw", "exit_btf", "exit_raw", "fork_btf_compat", "fork_raw_compat", "exit_btf_compat",
+      "exit_raw_compat", "sys_enter_btf", "sys_enter_raw", "sys_exit_btf",
       "sys_exit_raw", "wp_fentry", "wp_fexit", "huge_wp_fentry", "huge_wp_fexit", "fault_btf", "fault_raw",
       "page_alloc_btf", "page_alloc_raw", "khugepaged_scan", "collapse_btf", "collapse_raw", "compaction_begi",
       "compaction_end_", "reclaim_begin_b", "reclaim_begin_r", "reclaim_end_btf", "reclaim_end_raw",

@@ -115,9 +115,10 @@ void four_forks(bool force_fallback) {
   EXPECT_NEAR(ours, theirs, std::max(0.25 * theirs, 150.0)) << report.dump(2);
   EXPECT_EQ(report["redis"]["total_forks_delta"], 4);
   EXPECT_EQ(report["probes"]["redis"], force_fallback ? "info_polling" : "uprobe");
-  if (const char* v = std::getenv("THPTRACE_EXPECT_FENTRY"); v && std::string(v) == "1") {
-    EXPECT_EQ(report["probes"]["cow_fault"], force_fallback ? "raw_tp" : "fentry");
-  }
+  if (force_fallback)
+    EXPECT_EQ(report["probes"]["cow_fault"], "raw_tp");
+  else
+    expect_modes(report["probes"], report["probes"].dump());
   EXPECT_TRUE(forks[0]["latency_during"].is_object()) << report.dump(2);
   EXPECT_TRUE(forks[0]["latency_before"].is_object()) << report.dump(2);
   EXPECT_EQ(report["totals"]["dropped_events"], 0);

@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
-# Runs one command as root inside a qemu guest booted on Debian 12's stock 6.1 kernel, with this
-# machine's root filesystem shared read-only over virtio-9p. It exists because the host kernel cannot
-# load fentry/fexit and has no kprobes, so the attach path production kernels take would otherwise never
-# run in a test (issue 6). Everything comes from Debian packages; see tests/vm/README.md.
+# Runs one command as root inside a qemu guest booted on one of Debian's stock kernels (5.10 from
+# Debian 11, 6.1 from Debian 12, 6.12 from bookworm-backports), with this machine's root filesystem
+# shared read-only over virtio-9p. It exists because the host kernel cannot load fentry/fexit and has no
+# kprobes, so the attach paths production kernels take would otherwise never run in a test (issues 6
+# and 12). Everything comes from Debian packages; see tests/vm/README.md.
 set -euo pipefail
 
 usage() {
   cat <<'EOF'
-Usage: tests/vm/guest.sh [--workdir DIR] [--share-rw DIR]... -- COMMAND [ARGS...]
-       tests/vm/guest.sh --prepare
+Usage: tests/vm/guest.sh [--kernel SERIES] [--workdir DIR] [--share-rw DIR]... -- COMMAND [ARGS...]
+       tests/vm/guest.sh [--kernel SERIES] --prepare
        tests/vm/guest.sh --help
 
-Boots Debian 12's stock 6.1 kernel under qemu (TCG) with the host root mounted read-only, runs
+Boots a stock Debian kernel under qemu (TCG) with the host root mounted read-only, runs
 COMMAND as root in DIR (default: the current directory) and exits with its exit status.
 COMMAND's stdout/stderr are streamed to this script's stdout/stderr; the guest console goes to stderr.
 --share-rw DIR   also mount host DIR read-write at the same path in the guest (repeatable);
                  everything else is read-only, except the guest's own tmpfs /tmp, /run and /dev/shm.
+--kernel SERIES  5.10 (Debian 11), 6.1 (Debian 12, the default) or 6.12 (bookworm-backports).
 --prepare        only build the cached kernel and initramfs.
 Exit status: COMMAND's, 2 on bad usage, 125 if the guest could not be built, booted or timed out.
 Environment: THPTRACE_VM_CACHE (default /var/cache/thptrace-vm), THPTRACE_VM_TIMEOUT (seconds, default 900).
@@ -27,21 +29,32 @@ me=guest.sh
 bad_usage() { echo "$me: $1 (see --help)." >&2; exit 2; }
 no_guest() { echo "$me: $1" >&2; exit 125; }
 
-cache=${THPTRACE_VM_CACHE:-/var/cache/thptrace-vm}
+cache_root=${THPTRACE_VM_CACHE:-/var/cache/thptrace-vm}
 timeout_s=${THPTRACE_VM_TIMEOUT:-900}
 workdir=$PWD
 prepare_only=0
+series=6.1
 shares=()
 while [ $# -gt 0 ]; do
   case $1 in
     --help|-h) usage; exit 0 ;;
     --prepare) prepare_only=1; shift ;;
+    --kernel) [ $# -ge 2 ] || bad_usage "--kernel needs a series"; series=$2; shift 2 ;;
     --workdir) [ $# -ge 2 ] || bad_usage "--workdir needs a directory"; workdir=$2; shift 2 ;;
     --share-rw) [ $# -ge 2 ] || bad_usage "--share-rw needs a directory"; shares+=("$2"); shift 2 ;;
     --) shift; break ;;
     *) bad_usage "unexpected argument '$1'" ;;
   esac
 done
+# Each series: the Debian suites that carry it and the package name pattern of its generic flavour
+# (the cloud flavour lacks 9p). The unsigned package is the same kernel as the signed one, without the
+# shim-signed wrapper package.
+case $series in
+  5.10) suites="bullseye bullseye-updates"; pkg_re='^linux-image-5\.10\.0-[0-9]+-amd64-unsigned$' ;;
+  6.1) suites="bookworm bookworm-updates"; pkg_re='^linux-image-6\.1\.0-[0-9]+-amd64-unsigned$' ;;
+  6.12) suites="bookworm-backports"; pkg_re='^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$' ;;
+  *) bad_usage "unknown kernel series '$series' (5.10, 6.1 or 6.12)" ;;
+esac
 if [ $prepare_only = 0 ] && [ $# -eq 0 ]; then bad_usage "no command given after --"; fi
 if [ $prepare_only = 1 ] && [ $# -gt 0 ]; then bad_usage "--prepare takes no command"; fi
 [[ $timeout_s =~ ^[1-9][0-9]*$ ]] || bad_usage "THPTRACE_VM_TIMEOUT must be a positive number of seconds"
@@ -116,6 +129,7 @@ EOF
 # Builds the cache under a lock (concurrent CI jobs share it); each step writes to a temp name and
 # renames, so an interrupted build is simply redone next time.
 prepare() {
+  cache=$cache_root/$series
   mkdir -p "$cache"
   exec 9>"$cache/.lock"
   flock 9
@@ -123,15 +137,27 @@ prepare() {
   # shellcheck disable=SC2012  # names are Debian package file names
   deb=$(ls "$cache"/linux-image-*.deb 2>/dev/null | sort -V | tail -n 1 || true)
   if [ ! -d "$cache/linux" ] && [ -z "$deb" ]; then
-    # The generic flavour: the cloud one lacks 9p. Newest ABI wins if the mirror lists several.
-    apt-get update -qq
+    # A private apt configuration that names only this series' suites: its package lists, cache and
+    # lock live under $cache/apt, so the system's sources and state are never touched.
+    local apt=$cache/apt
+    mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
+    local s
+    for s in $suites; do
+      echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $s main"
+    done >"$apt/sources.list"
+    local apt_opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/nonexistent
+                    -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o APT::Architectures=amd64
+                    -o Acquire::Languages=none -o APT::Sandbox::User=root)
+    apt-get -qq "${apt_opts[@]}" update
     local pkg
-    pkg=$(apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-amd64-unsigned$' | cut -d' ' -f1 | sort -V | tail -n 1)
-    [ -n "$pkg" ] || { echo "$me: apt-cache knows no linux-image-6.1.0-*-amd64-unsigned package." >&2; return 1; }
+    # Newest ABI wins if the suites list several.
+    pkg=$(apt-cache "${apt_opts[@]}" search --names-only "$pkg_re" | cut -d' ' -f1 | sort -V | tail -n 1)
+    [ -n "$pkg" ] || { echo "$me: $suites list no package matching $pkg_re." >&2; return 1; }
     echo "$me: downloading $pkg into $cache" >&2
     # Sandbox user root: _apt cannot write into a root-owned cache directory.
-    (cd "$cache" && apt-get download -qq -o APT::Sandbox::User=root "$pkg")
+    (cd "$cache" && apt-get download -qq "${apt_opts[@]}" "$pkg")
     deb=$(ls "$cache"/"$pkg"_*.deb)
+    rm -rf "$apt"
   fi
   if [ ! -d "$cache/linux" ]; then
     rm -rf "$cache/linux.tmp"

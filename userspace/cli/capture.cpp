@@ -72,10 +72,11 @@ int run_capture(const CaptureOptions& o) {
   tracer::Tracer tracer(modes, {.ringbuf_bytes = o.ringbuf_kb * 1024});
   tracer.watch(o.pid);
   tracer.attach();
-  tracer::ProbeReport used = modes;
+  // The Tracer may have moved a family the kernel refused down its chain.
+  tracer::ProbeReport used = tracer.modes();
   if (std::string why; !tracer.attach_libc_fork(o.pid, &why))
     log::debug("{}; fork duration is the clone syscall's", why);
-  if (modes.redis.mode == tracer::Mode::uprobe) {
+  if (used.redis.mode == tracer::Mode::uprobe) {
     std::string why;
     if (!tracer.attach_redis(o.pid, &why)) {
       log::warn("{}; fork reasons will come from INFO polling", why);

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/program_options.h"
 #include "tracer/probe.h"
+#include "tracer/tracer.h"
 
 namespace po = boost::program_options;
 
@@ -34,21 +35,39 @@ int probe_main(int argc, char** argv) {
   }
   std::string binary = vm["redis-binary"].as<std::string>();
   if (::access(binary.c_str(), R_OK) != 0) binary.clear();
-  const auto r = tracer::choose_modes(vm.count("force-fallback") > 0, binary);
+  auto r = tracer::choose_modes(vm.count("force-fallback") > 0, binary);
+  // The answer is what a capture would load: the real programs, through the same Tracer, which moves
+  // a family the kernel refuses down its chain. Without the privilege to load anything the stand-in
+  // programs' reasons are the answer.
+  std::string refused;
+  if (r.unsupported.empty() && r.fork.mode != tracer::Mode::unavailable && r.cow_fault.mode != tracer::Mode::unavailable) {
+    try {
+      tracer::Tracer t(r);
+      r = t.modes();
+    } catch (const FatalError& e) {
+      refused = e.what();
+    }
+  } else if (!r.unsupported.empty()) {
+    refused = r.unsupported + ".";
+  }
   const std::pair<const char*, const tracer::FamilyChoice*> families[] = {
       {"fork", &r.fork}, {"cow_fault", &r.cow_fault}, {"thp", &r.thp}, {"stall", &r.stall}, {"redis", &r.redis}};
   if (vm.count("json")) {
     nlohmann::ordered_json j;
     j["kernel_release"] = r.kernel_release;
     j["btf"] = r.btf;
+    j["bpf_atomics"] = r.bpf_atomics;
     j["forced_fallback"] = r.forced_fallback;
     for (const auto& [name, c] : families) j["families"][name] = {{"mode", tracer::mode_name(c->mode)}, {"why", c->why}};
+    if (!refused.empty()) j["error"] = refused;
     std::cout << j.dump(2) << "\n";
   } else {
-    fmt::print("kernel {}  BTF {}{}\n", r.kernel_release, r.btf ? "yes" : "no",
-               r.forced_fallback ? "  (fallback forced)" : "");
+    fmt::print("kernel {}  BTF {}  BPF atomics {}{}\n", r.kernel_release, r.btf ? "yes" : "no",
+               r.bpf_atomics ? "yes" : "no (before 5.12)", r.forced_fallback ? "  (fallback forced)" : "");
     for (const auto& [name, c] : families) fmt::print("  {:<10} {:<13} {}\n", name, tracer::mode_name(c->mode), c->why);
   }
+  // A kernel that cannot run a capture is a runtime failure, said in one sentence after the table.
+  if (!refused.empty()) throw FatalError(kExitRuntime, refused);
   return kExitOk;
 }
 

@@ -69,6 +69,7 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
   const std::string redis_binary = ::access("/usr/bin/redis-server", R_OK) == 0 ? "/usr/bin/redis-server" : "";
   modes_ = tracer::choose_modes(options_.force_fallback, redis_binary);
   tracer_ = std::make_unique<tracer::Tracer>(modes_, tracer::TracerOptions{.ringbuf_bytes = options_.ringbuf_kb * 1024});
+  modes_ = tracer_->modes();  // the Tracer may have moved a family the kernel refused down its chain
   tracer_->attach();
   metrics_.set_probe_modes(modes_);
   for (const auto& text : options_.redis) {

@@ -24,6 +24,16 @@ const bpf_insn kTrivialProgram[] = {
     {.code = BPF_JMP | BPF_EXIT, .dst_reg = 0, .src_reg = 0, .off = 0, .imm = 0},
 };
 
+// *(u64 *)(r10 - 8) = 0; r0 = 0; r1 = 1; r0 = cmpxchg(r10 - 8, r0, r1); r0 = 0; exit
+const bpf_insn kCmpxchgProgram[] = {
+    {.code = BPF_ST | BPF_MEM | BPF_DW, .dst_reg = BPF_REG_10, .src_reg = 0, .off = -8, .imm = 0},
+    {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .src_reg = 0, .off = 0, .imm = 0},
+    {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_1, .src_reg = 0, .off = 0, .imm = 1},
+    {.code = BPF_STX | BPF_ATOMIC | BPF_DW, .dst_reg = BPF_REG_10, .src_reg = BPF_REG_1, .off = -8, .imm = BPF_CMPXCHG},
+    {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .src_reg = 0, .off = 0, .imm = 0},
+    {.code = BPF_JMP | BPF_EXIT, .dst_reg = 0, .src_reg = 0, .off = 0, .imm = 0},
+};
+
 struct FdCloser {
   int fd;
   ~FdCloser() {
@@ -141,6 +151,20 @@ bool FeatureProbe::raw_tp(const std::string& tracepoint) {
   return ok;
 }
 
+bool FeatureProbe::bpf_atomics() {
+  static const std::pair<bool, std::string> memo = [] {
+    const int fd = bpf_prog_load(BPF_PROG_TYPE_RAW_TRACEPOINT, "thptrace_probe", "GPL", kCmpxchgProgram,
+                                 sizeof kCmpxchgProgram / sizeof kCmpxchgProgram[0], nullptr);
+    if (fd < 0) return std::pair<bool, std::string>{false, "BPF compare-and-exchange refused: " + errno_text(errno)};
+    ::close(fd);
+    return std::pair<bool, std::string>{true, ""};
+  }();
+  if (!memo.first) last_failure_ = memo.second;
+  return memo.first;
+}
+
+int FeatureProbe::ringbuf() { return libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, nullptr); }
+
 const std::vector<std::string>& redis_uprobe_symbols() {
   static const std::vector<std::string> s = {"rdbSaveBackground", "rdbSaveToSlavesSockets",
                                              "rewriteAppendOnlyFileBackground", "startBgsaveForReplication",
@@ -190,6 +214,15 @@ ProbeReport choose_modes(bool force_fallback, const std::string& redis_exe) {
   r.forced_fallback = force_fallback;
   r.kernel_release = proc::read_system_info().kernel_release;
   r.btf = fp.vmlinux_btf();
+  // The minimum kernel: CO-RE needs the kernel's BTF (CONFIG_DEBUG_INFO_BTF, 5.4+), and every event
+  // travels through a BPF ring buffer (5.8, commit 457f44363a88); the rest (tp_btf and mmapable
+  // arrays, 5.5) is older than that.
+  if (!r.btf)
+    r.unsupported = "the kernel has no BTF (/sys/kernel/btf/vmlinux is missing): thptrace needs Linux 5.8 or later "
+                    "built with CONFIG_DEBUG_INFO_BTF=y";
+  else if (fp.ringbuf() == 0)
+    r.unsupported = "the kernel has no BPF ring buffer (BPF_MAP_TYPE_RINGBUF): thptrace needs Linux 5.8 or later";
+  r.bpf_atomics = fp.bpf_atomics();
 
   // A kernel family: tp_btf when its tracepoints all load, else raw_tp, else unavailable.
   auto tracepoint_family = [&](const std::vector<std::string>& tps) {
@@ -211,6 +244,9 @@ ProbeReport choose_modes(bool force_fallback, const std::string& redis_exe) {
   };
 
   r.fork = tracepoint_family({"sched_process_fork", "sched_process_exit", "sys_enter", "sys_exit"});
+  if (r.fork.mode != Mode::unavailable && !r.bpf_atomics)
+    r.fork.why += "; no BPF compare-and-exchange (Linux 5.12): the *_compat fork and exit programs, whose "
+                  "episode slots are claimed without it";
   r.thp = tracepoint_family({"mm_khugepaged_scan_pmd", "mm_collapse_huge_page"});
   r.stall = tracepoint_family({"mm_compaction_begin", "mm_compaction_end", "mm_vmscan_direct_reclaim_begin",
                                "mm_vmscan_direct_reclaim_end"});

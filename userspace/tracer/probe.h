@@ -18,9 +18,14 @@ struct FamilyChoice {
 
 struct ProbeReport {
   bool btf = false;
+  // BPF compare-and-exchange (Linux 5.12): without it the fork family loads its *_compat programs.
+  bool bpf_atomics = false;
   std::string kernel_release;
   FamilyChoice fork, cow_fault, thp, stall, redis;
   bool forced_fallback = false;
+  // Non-empty when the kernel lacks something every capture needs (below the minimum kernel): one
+  // sentence naming it. The Tracer refuses to start with it.
+  std::string unsupported;
 };
 
 // Individual checks; each result is memoised for the life of the process.
@@ -30,6 +35,11 @@ class FeatureProbe {
   bool fentry(const std::string& func);
   bool tp_btf(const std::string& tracepoint);
   bool raw_tp(const std::string& tracepoint);
+  // BPF_CMPXCHG (Linux 5.12): loads a program that holds one.
+  bool bpf_atomics();
+  // 1 when the kernel has BPF ring buffers (5.8), 0 when it has not, < 0 when it cannot be told
+  // (no privilege).
+  int ringbuf();
   // Last errno-style reason of a failed check, for "why".
   const std::string& last_failure() const { return last_failure_; }
 
@@ -37,7 +47,8 @@ class FeatureProbe {
   std::string last_failure_;
 };
 
-// Chooses a mode per family. With force_fallback every family takes the last mode of its chain
+// Chooses a mode per family from cheap stand-in programs. The Tracer then loads the real programs
+// and moves a family the kernel refuses down its chain (Tracer::modes() is the truth). With force_fallback every family takes the last mode of its chain
 // (raw_tp for kernel families, INFO polling for Redis) so those paths are testable on any kernel.
 // redis_exe names the redis-server binary whose exported symbols decide the redis family; "" means
 // no Redis process is being watched.

@@ -2,6 +2,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <fmt/core.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -22,18 +23,27 @@ int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list args) {
   return vfprintf(stderr, fmt, args);
 }
 
-// Programs by family and mode. A program's twin in another mode is never loaded.
+// Which build of a program: fork.bpf.c's fork and exit programs use BPF compare-and-exchange (5.12)
+// and have *_compat twins without it (fork_compat.bpf.c); every other program is one build.
+enum class Build { any, atomics, compat };
+
+// Programs by family and mode. A program's twin in another mode or build is never loaded.
 struct ProgramSet {
   bpf_program* prog;
   const char* family;
   Mode mode;
+  Build build = Build::any;
 };
 
 std::vector<ProgramSet> program_table(::thptrace_bpf* s) {
   auto& p = s->progs;
   return {
-      {p.fork_btf, "fork", Mode::tp_btf},           {p.fork_raw, "fork", Mode::raw_tp},
-      {p.exit_btf, "fork", Mode::tp_btf},           {p.exit_raw, "fork", Mode::raw_tp},
+      {p.fork_btf, "fork", Mode::tp_btf, Build::atomics},  {p.fork_raw, "fork", Mode::raw_tp, Build::atomics},
+      {p.exit_btf, "fork", Mode::tp_btf, Build::atomics},  {p.exit_raw, "fork", Mode::raw_tp, Build::atomics},
+      {p.fork_btf_compat, "fork", Mode::tp_btf, Build::compat},
+      {p.fork_raw_compat, "fork", Mode::raw_tp, Build::compat},
+      {p.exit_btf_compat, "fork", Mode::tp_btf, Build::compat},
+      {p.exit_raw_compat, "fork", Mode::raw_tp, Build::compat},
       {p.sys_enter_btf, "fork", Mode::tp_btf},      {p.sys_enter_raw, "fork", Mode::raw_tp},
       {p.sys_exit_btf, "fork", Mode::tp_btf},       {p.sys_exit_raw, "fork", Mode::raw_tp},
       {p.wp_fentry, "cow_fault", Mode::fentry},     {p.wp_fexit, "cow_fault", Mode::fentry},
@@ -48,6 +58,12 @@ std::vector<ProgramSet> program_table(::thptrace_bpf* s) {
   };
 }
 
+std::vector<bpf_program*> redis_programs(::thptrace_bpf* s) {
+  auto& p = s->progs;
+  return {p.rdb_bgsave_enter,  p.rdb_bgsave_exit,  p.rdb_sockets_enter, p.rdb_sockets_exit, p.aof_rewrite_enter,
+          p.aof_rewrite_exit,  p.repl_bgsave_enter, p.repl_bgsave_exit, p.redis_fork_enter, p.redis_fork_exit};
+}
+
 // Huge-page allocation counting rides with the COW family but has no fentry twin: in fentry mode it
 // uses the tp_btf program when tp_btf works, else raw_tp.
 bool want_page_alloc(Mode cow, Mode twin, bool tp_btf_ok) {
@@ -55,11 +71,51 @@ bool want_page_alloc(Mode cow, Mode twin, bool tp_btf_ok) {
   return twin == cow;
 }
 
+FamilyChoice& family_choice(ProbeReport& r, const std::string& family) {
+  if (family == "fork") return r.fork;
+  if (family == "cow_fault") return r.cow_fault;
+  if (family == "thp") return r.thp;
+  if (family == "stall") return r.stall;
+  return r.redis;
+}
+
 Mode family_mode(const ProbeReport& r, const std::string& family) {
   if (family == "fork") return r.fork.mode;
   if (family == "cow_fault") return r.cow_fault.mode;
   if (family == "thp") return r.thp.mode;
-  return r.stall.mode;
+  if (family == "stall") return r.stall.mode;
+  return r.redis.mode;
+}
+
+// The next mode down a family's chain, for when the kernel refuses the real programs of `m`.
+Mode next_mode(Mode m) {
+  switch (m) {
+    case Mode::fentry: return Mode::tp_btf;
+    case Mode::tp_btf: return Mode::raw_tp;
+    case Mode::uprobe: return Mode::info_polling;
+    default: return Mode::unavailable;
+  }
+}
+
+// Marks for loading the programs of `modes` (only those of `only_family` when it is set; "libc" names
+// the libc fork-timing pair, which every mode loads). Returns the huge-page allocation program
+// chosen, or nullptr.
+bpf_program* select_programs(::thptrace_bpf* s, const ProbeReport& modes, const char* only_family) {
+  const auto in = [only_family](const char* family) { return !only_family || std::strcmp(only_family, family) == 0; };
+  const Build build = modes.bpf_atomics ? Build::atomics : Build::compat;
+  for (const auto& [prog, family, mode, b] : program_table(s))
+    bpf_program__set_autoload(prog, in(family) && family_mode(modes, family) == mode && (b == Build::any || b == build));
+  const bool cow = in("cow_fault") && modes.cow_fault.mode != Mode::unavailable;
+  const bool alloc_btf = want_page_alloc(modes.cow_fault.mode, Mode::tp_btf, modes.fork.mode == Mode::tp_btf);
+  bpf_program__set_autoload(s->progs.page_alloc_btf, cow && alloc_btf);
+  bpf_program__set_autoload(s->progs.page_alloc_raw, cow && !alloc_btf);
+  for (bpf_program* p : redis_programs(s)) bpf_program__set_autoload(p, in("redis") && modes.redis.mode == Mode::uprobe);
+  // libc fork timing is a uprobe pair in every mode (uprobes do not depend on the kernel's BTF or
+  // tracing attach types); where it cannot attach, fork duration is the clone syscall's.
+  bpf_program__set_autoload(s->progs.libc_fork_enter, in("libc"));
+  bpf_program__set_autoload(s->progs.libc_fork_exit, in("libc"));
+  if (!cow) return nullptr;
+  return alloc_btf ? s->progs.page_alloc_btf : s->progs.page_alloc_raw;
 }
 
 }  // namespace
@@ -68,48 +124,64 @@ void Tracer::SkelDeleter::operator()(::thptrace_bpf* s) const { thptrace_bpf__de
 void Tracer::LinkDeleter::operator()(bpf_link* l) const { bpf_link__destroy(l); }
 void Tracer::RingDeleter::operator()(ring_buffer* r) const { ring_buffer__free(r); }
 
+// Opens the object and loads the programs of modes_ (only `only_family`'s when set). Returns 0 or a
+// negative errno; on success with only_family unset the skeleton is kept.
+int Tracer::load(const char* only_family, size_t ringbuf_bytes) {
+  std::unique_ptr<::thptrace_bpf, SkelDeleter> skel(thptrace_bpf__open());
+  if (!skel) throw FatalError(kExitRuntime, std::string("cannot open the BPF object: ") + std::strerror(errno));
+  bpf_program* alloc = select_programs(skel.get(), modes_, only_family);
+  bpf_map__set_max_entries(skel->maps.events, static_cast<__u32>(ringbuf_bytes));
+  if (const int err = thptrace_bpf__load(skel.get()); err) return err < 0 ? err : -err;
+  if (!only_family) {
+    skel_ = std::move(skel);
+    huge_alloc_prog_ = alloc;
+  }
+  return 0;
+}
+
 Tracer::Tracer(const ProbeReport& modes, const TracerOptions& options) : modes_(modes) {
   libbpf_set_print(libbpf_print);
+  if (!modes.unsupported.empty()) throw FatalError(kExitRuntime, modes.unsupported + ".");
   if (!modes.btf && modes.fork.mode == Mode::unavailable)
     throw FatalError(kExitRuntime,
                      "the kernel has no BTF (/sys/kernel/btf/vmlinux is missing): thptrace needs a kernel "
                      "built with CONFIG_DEBUG_INFO_BTF=y");
-  if (modes.fork.mode == Mode::unavailable || modes.cow_fault.mode == Mode::unavailable)
-    throw FatalError(kExitRuntime, "cannot load BPF programs (" +
-                                       (modes.fork.mode == Mode::unavailable ? modes.fork.why : modes.cow_fault.why) +
-                                       "): run as root or grant CAP_BPF and CAP_PERFMON");
-
-  skel_.reset(thptrace_bpf__open());
-  if (!skel_) throw FatalError(kExitRuntime, std::string("cannot open the BPF object: ") + std::strerror(errno));
-
-  const bool tp_btf_ok = modes.fork.mode == Mode::tp_btf;
-  for (const auto& [prog, family, mode] : program_table(skel_.get()))
-    bpf_program__set_autoload(prog, family_mode(modes_, family) == mode);
-  const bool alloc_btf = want_page_alloc(modes.cow_fault.mode, Mode::tp_btf, tp_btf_ok);
-  bpf_program__set_autoload(skel_->progs.page_alloc_btf, alloc_btf);
-  bpf_program__set_autoload(skel_->progs.page_alloc_raw, !alloc_btf);
-  huge_alloc_prog_ = alloc_btf ? skel_->progs.page_alloc_btf : skel_->progs.page_alloc_raw;
-  const bool uprobes = modes.redis.mode == Mode::uprobe;
-  for (bpf_program* p : {skel_->progs.rdb_bgsave_enter, skel_->progs.rdb_bgsave_exit, skel_->progs.rdb_sockets_enter,
-                         skel_->progs.rdb_sockets_exit, skel_->progs.aof_rewrite_enter, skel_->progs.aof_rewrite_exit,
-                         skel_->progs.repl_bgsave_enter, skel_->progs.repl_bgsave_exit, skel_->progs.redis_fork_enter,
-                         skel_->progs.redis_fork_exit})
-    bpf_program__set_autoload(p, uprobes);
-  // libc fork timing is a uprobe pair in every mode (uprobes do not depend on the kernel's BTF or
-  // tracing attach types); where it cannot attach, fork duration is the clone syscall's.
-
   size_t rb = 4096;
   while (rb < options.ringbuf_bytes) rb <<= 1;
-  bpf_map__set_max_entries(skel_->maps.events, static_cast<__u32>(rb));
 
-  if (const int err = thptrace_bpf__load(skel_.get()); err) {
-    const int e = -err;
-    if (e == EPERM || e == EACCES)
+  // The stand-in programs choose_modes() loads say which attach types the kernel has, not whether it
+  // takes the real programs (5.10 has tp_btf yet refused the fork programs' compare-and-exchange).
+  // So the real object is loaded, and when the kernel refuses it, each family is loaded alone and a
+  // refused one moves down its chain (fentry, tp_btf, raw_tp) until the whole object loads. Modes
+  // only move down, so this ends; on a kernel that takes everything it is one load, as before.
+  for (;;) {
+    if (modes_.fork.mode == Mode::unavailable || modes_.cow_fault.mode == Mode::unavailable)
+      throw FatalError(kExitRuntime, "cannot load BPF programs (" +
+                                         (modes_.fork.mode == Mode::unavailable ? modes_.fork.why : modes_.cow_fault.why) +
+                                         "): run as root or grant CAP_BPF and CAP_PERFMON");
+    const int err = load(nullptr, rb);
+    if (err == 0) break;
+    if (err == -EPERM || err == -EACCES)
       throw FatalError(kExitRuntime,
                        "the kernel refused to load thptrace's BPF programs (permission denied): run as root or "
                        "grant CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE on kernels older than 5.11");
-    throw FatalError(kExitRuntime, std::string("cannot load thptrace's BPF programs: ") + std::strerror(e) +
-                                       " (run with --verbose for the verifier log)");
+    bool moved = false;
+    for (const char* family : {"fork", "cow_fault", "thp", "stall", "redis"}) {
+      FamilyChoice& c = family_choice(modes_, family);
+      if (c.mode == Mode::unavailable || c.mode == Mode::info_polling) continue;
+      const int ferr = load(family, rb);
+      if (ferr == 0) continue;
+      const Mode next = next_mode(c.mode);
+      log::warn("the kernel refuses the {} family's {} programs ({}); it takes {} (--verbose shows the verifier log)",
+                family, mode_name(c.mode), std::strerror(-ferr), mode_name(next));
+      c.why = fmt::format("{}; the real {} programs were refused ({}): {}", c.why, mode_name(c.mode),
+                          std::strerror(-ferr), mode_name(next));
+      c.mode = next;
+      moved = true;
+    }
+    if (!moved)
+      throw FatalError(kExitRuntime, std::string("cannot load thptrace's BPF programs: ") + std::strerror(-err) +
+                                         " (run with --verbose for the verifier log)");
   }
   ring_.reset(ring_buffer__new(bpf_map__fd(skel_->maps.events), &Tracer::on_ring_record, this, nullptr));
   if (!ring_) throw FatalError(kExitRuntime, std::string("cannot set up the ring buffer: ") + std::strerror(errno));

@@ -28,7 +28,9 @@ struct TracerOptions {
 
 class Tracer {
  public:
-  // Opens and loads the BPF object for `modes`. Throws FatalError (exit 1) when the kernel refuses.
+  // Opens and loads the BPF object for `modes`, moving a family whose real programs the kernel refuses
+  // down its chain (modes() then says what is loaded). Throws FatalError (exit 1) below the minimum
+  // kernel, without privilege, or when the fork or COW family cannot load at all.
   Tracer(const ProbeReport& modes, const TracerOptions& options = {});
   ~Tracer();
   Tracer(const Tracer&) = delete;
@@ -85,6 +87,7 @@ class Tracer {
   static int on_ring_record(void* ctx, void* data, size_t size);
 
   thptrace_hot* hot_line(pid_t tgid) const;
+  int load(const char* only_family, size_t ringbuf_bytes);
 
   ProbeReport modes_;
   std::unique_ptr<::thptrace_bpf, SkelDeleter> skel_;
