@@ -96,7 +96,21 @@ int run_capture(const CaptureOptions& o) {
   // Everything is loaded and attached: what is left is reading fds already held and /proc of the
   // target (CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH for another user's process) and writing the JSON
   // (CAP_DAC_OVERRIDE, where the operator pointed it).
-  if (std::string why; !drop_capabilities_except({CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH, CAP_DAC_OVERRIDE}, &why))
+  // Before Linux 5.19 (the change behind the unpriv_bpf_disabled selftest) kernel.unprivileged_bpf_disabled,
+  // set by default on Debian, makes the bpf() syscall refuse every command without CAP_BPF or
+  // CAP_SYS_ADMIN, even a read of a map whose fd is held; so the capture keeps CAP_BPF there, or the
+  // final counters and episodes could not be read. Tried, not assumed: both are lowered from the
+  // effective set, a map read, and raised again.
+  std::vector<int> keep = {CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH, CAP_DAC_OVERRIDE};
+  if (set_effective({CAP_BPF, CAP_SYS_ADMIN}, false)) {
+    const bool readable = tracer.maps_readable();
+    set_effective({CAP_BPF, CAP_SYS_ADMIN}, true);
+    if (!readable) {
+      log::debug("this kernel refuses map reads without CAP_BPF: keeping it");
+      keep.push_back(CAP_BPF);
+    }
+  }
+  if (std::string why; !drop_capabilities_except(keep, &why))
     log::warn("could not drop capabilities after attach ({}); continuing", why);
   if (used.redis.mode == tracer::Mode::info_polling && !redis_addr)
     used.redis = {tracer::Mode::unavailable, "no --redis address to poll"};

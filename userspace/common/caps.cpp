@@ -10,7 +10,7 @@
 
 namespace thptrace {
 
-bool drop_capabilities_except(std::initializer_list<int> keep, std::string* error) {
+bool drop_capabilities_except(const std::vector<int>& keep, std::string* error) {
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
   if (::syscall(SYS_capget, &header, data) != 0) {
@@ -31,6 +31,22 @@ bool drop_capabilities_except(std::initializer_list<int> keep, std::string* erro
     return false;
   }
   return true;
+}
+
+bool set_effective(std::initializer_list<int> caps, bool on) {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  for (const int cap : caps) {
+    const unsigned word = static_cast<unsigned>(cap) / 32;
+    const uint32_t bit = 1u << (static_cast<unsigned>(cap) % 32);
+    if (word >= _LINUX_CAPABILITY_U32S_3) continue;
+    if (on)
+      data[word].effective |= data[word].permitted & bit;
+    else
+      data[word].effective &= ~bit;
+  }
+  return ::syscall(SYS_capset, &header, data) == 0;
 }
 
 }  // namespace thptrace

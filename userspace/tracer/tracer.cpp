@@ -423,6 +423,13 @@ uint64_t Tracer::dropped() const {
   return sum;
 }
 
+bool Tracer::maps_readable() const {
+  const int ncpu = libbpf_num_possible_cpus();
+  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpu > 0 ? ncpu : 1));
+  const __u32 zero = 0;
+  return bpf_map_lookup_elem(bpf_map__fd(skel_->maps.dropped), &zero, per_cpu.data()) == 0 || errno != EPERM;
+}
+
 size_t Tracer::link_count() const {
   size_t n = links_.size() + (huge_alloc_link_ ? 1 : 0);
   for (const auto& [pid, links] : uprobe_links_) n += links.size();

@@ -70,6 +70,8 @@ class Tracer {
   // Ring-buffer records the kernel could not deliver since load.
   uint64_t dropped() const;
   const ProbeReport& modes() const { return modes_; }
+  // Whether this process may read the maps now (false when the bpf() syscall refuses it: EPERM).
+  bool maps_readable() const;
   size_t link_count() const;
 
  private:
