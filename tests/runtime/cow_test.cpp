@@ -18,10 +18,11 @@ namespace {
 constexpr size_t kPages = 16384;  // 64 MiB
 // The parent must dirty all N pages while the child lives: once the child exits the pages are no
 // longer shared, a write reuses them (no COW) and an unsplit huge PMD is reused whole. Under qemu
-// TCG (the kernel-matrix guest, THPTRACE_VM=1) each fault takes ~30 µs, so 600 ms is not enough there.
+// TCG (the kernel-matrix guests, THPTRACE_VM=1) each fault takes ~30 µs and more with fentry, and on a
+// busy machine 2.5 s was not enough for 64 MiB (10,728 of 16,384 pages dirtied; child exits 0.9 s late).
 const long kChildMs = [] {
   const char* vm = std::getenv("THPTRACE_VM");
-  return vm && std::string(vm) == "1" ? 2500L : 600L;
+  return vm && std::string(vm) == "1" ? 6000L : 600L;
 }();
 
 // THPTRACE_EXPECT_MODES=... cow_fault=fentry (set by the kernel-matrix guest runs, tests/vm): the
