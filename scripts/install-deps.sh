@@ -12,10 +12,10 @@ packages=(
   # build
   build-essential cmake pkg-config clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev
   # libraries
-  libhiredis-dev prometheus-cpp-dev libboost-program-options-dev nlohmann-json3-dev libfmt-dev
+  libhiredis-dev libssl-dev prometheus-cpp-dev libboost-program-options-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev
   # runtime peers used by the demo and the tests
-  redis-server redis-tools procps
+  redis-server redis-tools procps openssl  # openssl: the TLS tests make their CA and certificates
   qemu-system-x86 busybox-static cpio kmod  # kernel matrix (tests/vm/guest.sh)
   prometheus python3-yaml systemd  # deploy checks (tests/deploy/check.sh)
   libclang-rt-14-dev  # fuzzing (tests/fuzz): libFuzzer and the sanitizer runtimes for clang

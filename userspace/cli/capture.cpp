@@ -15,6 +15,7 @@
 #include "correlate/correlator.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
+#include "cli/redis_setup.h"
 #include "redis/watcher.h"
 #include "report/report.h"
 #include "thptrace/version.h"
@@ -51,17 +52,9 @@ int run_capture(const CaptureOptions& o) {
       throw FatalError(kExitUsage, fmt::format("cannot write the JSON report to {}: {} is not a directory.",
                                                o.json_path, dir.string()));
   }
-  std::optional<redis::Address> redis_addr;
-  std::string password;
-  if (!o.redis.empty()) {
-    redis_addr = redis::parse_address(o.redis);
-    if (!redis_addr) throw FatalError(kExitUsage, fmt::format("--redis {}: expected HOST:PORT.", o.redis));
-    if (!o.redis_password_file.empty()) {
-      auto pw = redis::read_password_file(o.redis_password_file);
-      if (!pw) throw FatalError(kExitUsage, fmt::format("cannot read the password file {}.", o.redis_password_file));
-      password = *pw;
-    }
-  }
+  const auto redis_setup = prepare_redis(o.redis, o.redis_settings);
+  const std::optional<redis::Address> redis_addr =
+      redis_setup ? std::optional(redis_setup->address) : std::nullopt;
   if (::access("/sys/kernel/btf/vmlinux", R_OK) != 0)
     throw FatalError(kExitRuntime, "this kernel exposes no BTF (/sys/kernel/btf/vmlinux is missing): thptrace "
                                    "needs a kernel built with CONFIG_DEBUG_INFO_BTF=y.");
@@ -119,7 +112,9 @@ int run_capture(const CaptureOptions& o) {
   std::unique_ptr<redis::Watcher> watcher;
   if (redis_addr)
     watcher = std::make_unique<redis::Watcher>(redis::Watcher::Options{
-        .address = *redis_addr, .user = o.redis_user, .password = password, .interval = std::chrono::milliseconds(o.interval_ms), .on_snapshot = {}});
+        .address = *redis_addr, .user = o.redis_settings.user, .password = redis_setup->credentials.password,
+        .tls = redis::tls_for(redis_setup->credentials, *redis_addr), .interval = std::chrono::milliseconds(o.interval_ms),
+        .on_snapshot = {}});
 
   fmt::print(stderr, "thptrace: tracing pid {} ({}){}; Ctrl-C to stop\n", o.pid, status->name,
              o.duration_s ? fmt::format(" for {:.0f} s", *o.duration_s) : std::string());

@@ -4,14 +4,15 @@
 #include <optional>
 #include <string>
 
+#include "redis/credentials.h"
+
 namespace thptrace::cli {
 
 struct CaptureOptions {
   int pid = 0;
   std::optional<double> duration_s;  // until SIGINT/SIGTERM when unset
-  std::string redis;                 // HOST:PORT, "" for none
-  std::string redis_password_file;
-  std::string redis_user;
+  std::string redis;                 // HOST:PORT or unix:/PATH, "" for none
+  redis::ConnectionSettings redis_settings;  // user, password file, TLS
   std::string json_path;
   bool force_fallback = false;
   int interval_ms = 100;

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/program_options.h"
+#include "common/redis_options.h"
 #include "daemon/daemon.h"
 #include "loadgen/command.h"
 #include "thptrace/version.h"
@@ -22,9 +23,11 @@ using namespace thptrace;
 namespace {
 
 const char* kUsage =
-    "usage: thptrace --pid PID [--duration SECONDS] [--redis HOST:PORT] [--json PATH] [--force-fallback]\n"
+    "usage: thptrace --pid PID [--duration SECONDS] [--redis HOST:PORT|unix:/PATH [--redis-tls ...]] [--json PATH]\n"
+    "                [--force-fallback]\n"
     "       thptrace probe [--json]\n"
-    "       thptrace daemon [--config PATH] [--listen ADDR:PORT] [--redis HOST:PORT ...] [--pid PID ...] [--discover]\n"
+    "       thptrace daemon [--config PATH] [--listen ADDR:PORT] [--redis HOST:PORT|unix:/PATH ...] [--pid PID ...]\n"
+    "                [--discover] [--redis-tls ...]\n"
     "       thptrace loadgen ...        thptrace bench ...\n"
     "       thptrace --help | --version\n";
 
@@ -33,14 +36,13 @@ int capture_main(int argc, char** argv) {
   desc.add_options()("help,h", "show this help")("version", "print the version")(
       "pid,p", po::value<int>(), "process to trace (e.g. $(pidof redis-server))")(
       "duration,d", po::value<double>(), "seconds to trace; until Ctrl-C when omitted")(
-      "redis", po::value<std::string>(), "HOST:PORT of that Redis, for fork reasons and server-side latency")(
-      "redis-password-file", po::value<std::string>(), "file whose first line is the Redis password")(
-      "redis-user", po::value<std::string>(), "Redis ACL user (with --redis-password-file)")(
+      "redis", po::value<std::string>(), "HOST:PORT or unix:/PATH of that Redis, for fork reasons and server-side latency")(
       "json", po::value<std::string>(), "also write the report as JSON to PATH")(
       "force-fallback", "use the fallback attach mode of every probe family")(
       "interval-ms", po::value<int>()->default_value(100), "sampling interval of /proc and Redis, ms")(
       "ringbuf-kb", po::value<size_t>()->default_value(256), "ring buffer size, KiB")(
       "verbose,v", "print libbpf's messages and debug lines");
+  add_redis_connection_options(desc);
   po::variables_map vm;
   const auto parse = [&desc](int n, const char* const* args, po::variables_map& out, bool /*safe*/) {
     po::store(po::command_line_parser(n, args).options(desc).run(), out);
@@ -67,8 +69,7 @@ int capture_main(int argc, char** argv) {
       throw FatalError(kExitUsage, "--duration: expected a positive number of seconds.");
   }
   if (vm.count("redis")) o.redis = vm["redis"].as<std::string>();
-  if (vm.count("redis-password-file")) o.redis_password_file = vm["redis-password-file"].as<std::string>();
-  if (vm.count("redis-user")) o.redis_user = vm["redis-user"].as<std::string>();
+  o.redis_settings = redis_connection_settings(vm);
   if (vm.count("json")) o.json_path = vm["json"].as<std::string>();
   o.force_fallback = vm.count("force-fallback") > 0;
   o.interval_ms = vm["interval-ms"].as<int>();

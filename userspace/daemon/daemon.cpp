@@ -5,12 +5,15 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 
 #include "cli/capture.h"
 #include "common/caps.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "correlate/correlator.h"
+#include "daemon/discovery.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
 
@@ -22,6 +25,8 @@ constexpr uint64_t kIdleHistoryNs = 5'000'000'000;        // INFO history kept w
 constexpr uint64_t kLongestForkNs = 3600ull * 1'000'000'000; // a fork whose exit never came is let go
 constexpr auto kHousekeeping = std::chrono::seconds(1);
 constexpr auto kDiscoverEvery = std::chrono::seconds(5);
+
+std::atomic<bool> g_reload{false};  // SIGHUP: read the password and TLS files again
 
 std::vector<pid_t> redis_server_pids() {
   std::vector<pid_t> out;
@@ -56,11 +61,13 @@ std::string address_from_title(const std::string& cmdline) {
 }
 
 Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
-  if (!options_.redis_password_file.empty()) {
-    auto pw = redis::read_password_file(options_.redis_password_file);
-    if (!pw) throw FatalError(kExitUsage, "cannot read the password file " + options_.redis_password_file + ".");
-    password_ = *pw;
+  {
+    std::string error;
+    auto credentials = redis::load_credentials(options_.redis_settings, &error);
+    if (!credentials) throw FatalError(kExitUsage, error);
+    credentials_ = std::move(*credentials);
   }
+  if (options_.discover) discover_tls_ = discovery_tls();
   if (::access("/sys/kernel/btf/vmlinux", R_OK) != 0)
     throw FatalError(kExitRuntime, "this kernel exposes no BTF (/sys/kernel/btf/vmlinux is missing): thptrace "
                                    "needs a kernel built with CONFIG_DEBUG_INFO_BTF=y.");
@@ -74,13 +81,13 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
   metrics_.set_probe_modes(modes_);
   for (const auto& text : options_.redis) {
     const auto addr = redis::parse_address(text);
-    if (!addr) throw FatalError(kExitUsage, "--redis " + text + ": expected HOST:PORT.");
-    add_target(addr->str(), addr, 0, false);
+    if (!addr) throw FatalError(kExitUsage, "--redis " + text + ": expected " + redis::kAddressForms + ".");
+    add_target(addr->str(), {{*addr, redis::tls_for(credentials_, *addr)}}, 0, false);
   }
   for (const int pid : options_.pids) {
     const auto st = proc::read_status(pid);
     if (!st) throw FatalError(kExitUsage, fmt::format("no process with pid {} exists.", pid));
-    add_target(st->name, std::nullopt, pid, false);
+    add_target(st->name, {}, pid, false);
   }
   metrics_.serve(options_.listen);
   // Loaded, attached and listening. What is left: attaching uprobes to Redis processes as they
@@ -96,20 +103,23 @@ Daemon::~Daemon() {
     if (t->watcher) t->watcher->stop();
 }
 
-Daemon::Target& Daemon::add_target(const std::string& label, std::optional<redis::Address> address, pid_t pid,
-                                   bool discovered) {
+Daemon::Target& Daemon::add_target(const std::string& label, std::vector<redis::Route> routes, pid_t pid,
+                                   bool discovered, pid_t netns_pid) {
   auto t = std::make_unique<Target>();
   t->label = label;
-  t->address = address;
+  if (!routes.empty()) t->address = routes.front().address;
   t->discovered = discovered;
   metrics_.add_target(label);
   if (pid) follow_pid(*t, pid);
-  if (address) {
+  if (!routes.empty()) {
     Target* raw = t.get();
     t->watcher = std::make_unique<redis::Watcher>(redis::Watcher::Options{
-        .address = *address,
-        .user = options_.redis_user,
-        .password = password_,
+        .address = routes.front().address,
+        .user = options_.redis_settings.user,
+        .password = credentials_.password,
+        .tls = routes.front().tls,
+        .netns_pid = netns_pid,
+        .more_routes = std::vector<redis::Route>(routes.begin() + 1, routes.end()),
         .interval = std::chrono::milliseconds(options_.poll_interval_ms),
         .keep_history = false,
         .on_snapshot = [this, raw](const redis::Snapshot& s) {
@@ -222,6 +232,7 @@ void Daemon::housekeeping() {
   while (!split_samples_.empty() && now - split_samples_.front().first > kRecentNs) split_samples_.pop_front();
 
   for (auto& t : targets_) {
+    report_reachability(*t);
     // A child whose exit record was lost would pin the INFO history for ever.
     std::erase_if(t->unexported_forks, [now](const auto& f) { return now > f.second + kLongestForkNs; });
     if (t->pid && !proc::process_exists(t->pid)) follow_pid(*t, 0);
@@ -260,16 +271,55 @@ void Daemon::discover() {
   for (const pid_t pid : redis_server_pids()) {
     if (target_of(pid)) continue;
     const std::string addr_text = address_from_title(proc::read_file("/proc/" + std::to_string(pid) + "/cmdline", 4096).value_or(""));
-    const auto addr = redis::parse_address(addr_text);
-    // An instance already watched by address picks up its new pid through INFO.
-    const bool known = addr && std::any_of(targets_.begin(), targets_.end(), [&](const auto& t) {
-      return t->address && t->address->str() == addr->str();
+    auto found = discover_server(pid, addr_text, discover_tls_);
+    // An instance already watched by address picks up its new pid through INFO. A server with no
+    // listener to tell it by gets a shared label: labels never carry a pid.
+    const bool known = found.label != "redis-server" && std::any_of(targets_.begin(), targets_.end(), [&](const auto& t) {
+      return t->label == found.label || (t->address && t->address->str() == found.label);
     });
     if (known) continue;
-    log::debug("discovered redis-server pid {} ({})", pid, addr_text);
-    // A title without an address (rare) gets a shared label: labels never carry a pid.
-    add_target(addr ? addr->str() : std::string("redis-server"), addr, pid, true);
+    std::string routes;
+    for (const auto& r : found.routes) routes += (routes.empty() ? "" : ", ") + r.address.str() + (r.tls ? " (TLS)" : "");
+    log::debug("discovered redis-server pid {} as {}; reaching it by {}", pid, found.label, routes.empty() ? "nothing" : routes);
+    add_target(found.label, std::move(found.routes), pid, true, found.netns_pid);
   }
+}
+
+std::shared_ptr<const redis::TlsContext> Daemon::discovery_tls() const {
+  if (credentials_.tls) return credentials_.tls;
+  // Without --redis-tls a discovered TLS port is still tried, against this system's CAs, so that
+  // the reason it cannot be reached (an unknown CA, most likely) is the one reported.
+  std::string error;
+  auto tls = redis::TlsContext::create({}, &error);
+  if (!tls) log::debug("discovered TLS ports will not be tried: {}", error);
+  return tls;
+}
+
+void Daemon::reload_credentials() {
+  std::string error;
+  auto credentials = redis::load_credentials(options_.redis_settings, &error);
+  if (!credentials) {
+    log::warn("SIGHUP: {} Keeping the credentials already loaded.", error);
+    return;
+  }
+  credentials_ = std::move(*credentials);
+  if (options_.discover) discover_tls_ = discovery_tls();
+  for (auto& t : targets_)
+    if (t->watcher) t->watcher->set_credentials(credentials_.password, t->discovered ? discover_tls_ : credentials_.tls);
+  fmt::print(stderr, "thptrace: SIGHUP: reloaded the Redis password and TLS files\n");
+}
+
+void Daemon::report_reachability(Target& t) {
+  if (!t.watcher) return;
+  if (t.watcher->up()) {
+    if (!t.reported_error.empty()) log::warn("{}: Redis reachable again by {}", t.label, t.watcher->route());
+    t.reported_error.clear();
+    return;
+  }
+  const std::string why = t.watcher->last_error();
+  if (why.empty() || why == t.reported_error) return;
+  log::warn("{}: Redis not reachable ({}); its kernel side is still traced", t.label, why);
+  t.reported_error = why;
 }
 
 int Daemon::run() {
@@ -283,6 +333,7 @@ int Daemon::run() {
       log::warn("ring buffer poll failed: {}", std::strerror(-n));
       return kExitRuntime;
     }
+    if (g_reload.exchange(false)) reload_credentials();
     drain_snapshots();
     settle_episodes(false);
     const auto now = std::chrono::steady_clock::now();
@@ -304,6 +355,10 @@ int daemon_main(int argc, char** argv) {
   const auto options = parse_daemon_options(argc, argv);
   if (!options) return kExitOk;
   cli::install_stop_handlers();
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { g_reload = true; };
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGHUP, &sa, nullptr);
   Daemon d(*options);
   return d.run();
 }

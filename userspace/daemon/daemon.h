@@ -41,6 +41,7 @@ class Daemon {
     pid_t pid = 0;
     bool discovered = false;
     std::unique_ptr<redis::Watcher> watcher;
+    std::string reported_error;  // the unreachable reason last logged, "" while reachable
     // INFO history for naming fork reasons: kept back to the oldest fork still unexported, and a
     // few seconds otherwise, so it never grows with the daemon's uptime.
     std::deque<redis::Snapshot> recent;
@@ -57,7 +58,15 @@ class Daemon {
     uint64_t from_ns, to_ns;
   };
 
-  Target& add_target(const std::string& label, std::optional<redis::Address> address, pid_t pid, bool discovered);
+  // routes: how to reach its Redis, in order (none: no Redis side); netns_pid: see Watcher::Options.
+  Target& add_target(const std::string& label, std::vector<redis::Route> routes, pid_t pid, bool discovered,
+                     pid_t netns_pid = 0);
+  // SIGHUP: reads the password and TLS files again and hands them to every watcher.
+  void reload_credentials();
+  // The TLS context discovered TLS ports are tried with: --redis-tls's, else the system's CAs.
+  std::shared_ptr<const redis::TlsContext> discovery_tls() const;
+  // Logs a Redis that became unreachable (with why) or reachable again.
+  void report_reachability(Target& t);
   void follow_pid(Target& t, pid_t pid);
   void drain_snapshots();
   void housekeeping();
@@ -68,7 +77,8 @@ class Daemon {
   Target* target_of(pid_t tgid);
 
   DaemonOptions options_;
-  std::string password_;
+  redis::Credentials credentials_;
+  std::shared_ptr<const redis::TlsContext> discover_tls_;  // for discovered TLS ports
   tracer::ProbeReport modes_;
   std::unique_ptr<tracer::Tracer> tracer_;
   Metrics metrics_;

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/program_options.h"
+#include "common/redis_options.h"
 #include "proc/proc.h"
 #include "daemon/options.h"
 #include "redis/client.h"
@@ -19,15 +20,14 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
   po::options_description desc("thptrace daemon: Prometheus exporter of fork, COW and THP figures");
   desc.add_options()("help,h", "show this help")("config", po::value<std::string>(), "config file (INI: key = value)")(
       "listen", po::value<std::string>()->default_value("127.0.0.1:9966"), "HOST:PORT of the /metrics endpoint")(
-      "redis", po::value<std::vector<std::string>>()->composing(), "Redis HOST:PORT to watch (repeatable)")(
+      "redis", po::value<std::vector<std::string>>()->composing(), "Redis HOST:PORT or unix:/PATH to watch (repeatable)")(
       "pid", po::value<std::vector<int>>()->composing(), "process to watch without Redis (repeatable)")(
-      "redis-password-file", po::value<std::string>(), "file whose first line is the Redis password")(
-      "redis-user", po::value<std::string>(), "Redis ACL user (with redis-password-file)")(
       "discover", po::value<bool>()->default_value(false)->implicit_value(true), "also watch every local redis-server")(
       "poll-interval-ms", po::value<int>()->default_value(100), "Redis INFO poll interval, ms")(
       "force-fallback", "use the fallback attach mode of every probe family")(
       "ringbuf-kb", po::value<size_t>()->default_value(256), "ring buffer size, KiB")(
       "verbose,v", "print libbpf's messages and debug lines");
+  add_redis_connection_options(desc);
   po::variables_map vm;
   // The config file is read once, at most 1 MiB of it.
   std::optional<std::string> config_text;
@@ -54,15 +54,17 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
   }
   DaemonOptions o;
   o.listen = vm["listen"].as<std::string>();
-  if (!redis::parse_address(o.listen)) throw FatalError(kExitUsage, "--listen " + o.listen + ": expected HOST:PORT.");
+  if (const auto l = redis::parse_address(o.listen); !l || l->is_unix())
+    throw FatalError(kExitUsage, "--listen " + o.listen + ": expected HOST:PORT.");
   if (vm.count("redis")) o.redis = vm["redis"].as<std::vector<std::string>>();
   for (const auto& r : o.redis)
-    if (!redis::parse_address(r)) throw FatalError(kExitUsage, "--redis " + r + ": expected HOST:PORT.");
+    if (!redis::parse_address(r))
+      throw FatalError(kExitUsage, "--redis " + r + ": expected " + redis::kAddressForms + ".");
   if (vm.count("pid")) o.pids = vm["pid"].as<std::vector<int>>();
   for (const int p : o.pids)
     if (p <= 0) throw FatalError(kExitUsage, "--pid " + std::to_string(p) + ": expected a positive process id.");
-  if (vm.count("redis-password-file")) o.redis_password_file = vm["redis-password-file"].as<std::string>();
-  if (vm.count("redis-user")) o.redis_user = vm["redis-user"].as<std::string>();
+  o.redis_settings = redis_connection_settings(vm);
+  if (const auto wrong = redis::check_settings(o.redis_settings); !wrong.empty()) throw FatalError(kExitUsage, wrong);
   o.discover = vm["discover"].as<bool>();
   o.poll_interval_ms = vm["poll-interval-ms"].as<int>();
   if (o.poll_interval_ms < 10 || o.poll_interval_ms > 60000)

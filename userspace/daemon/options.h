@@ -7,14 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "redis/credentials.h"
+
 namespace thptrace::daemon {
 
 struct DaemonOptions {
   std::string listen = "127.0.0.1:9966";
-  std::vector<std::string> redis;  // HOST:PORT
+  std::vector<std::string> redis;  // HOST:PORT or unix:/PATH
   std::vector<int> pids;
-  std::string redis_password_file;
-  std::string redis_user;
+  redis::ConnectionSettings redis_settings;  // user, password file, TLS (for TCP addresses)
   bool discover = false;
   int poll_interval_ms = 100;
   bool force_fallback = false;

@@ -2,81 +2,12 @@
 
 #include <hiredis/hiredis.h>
 
-#include <charconv>
-#include <cstdio>
 #include <fstream>
 
 namespace thptrace::redis {
-namespace {
 
-struct ReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
-
-timeval to_timeval(std::chrono::milliseconds ms) {
-  return timeval{static_cast<time_t>(ms.count() / 1000), static_cast<suseconds_t>((ms.count() % 1000) * 1000)};
-}
-
-// Ends a failed command. When limits refused the reply, breaks ctx and its reader the way hiredis
-// breaks them on a protocol error, with the refusal as errstr (hiredis alone would say "Out of
-// memory", or nothing yet); hiredis copies the reader's error to ctx again on every later command.
-ReplyPtr failed(redisContext* ctx, const ReplyLimits& limits) {
-  if (limits.refused()) {
-    const std::string why = limits.refusal();
-    ctx->err = ctx->reader->err = REDIS_ERR_PROTOCOL;
-    std::snprintf(ctx->errstr, sizeof(ctx->errstr), "%s", why.c_str());
-    std::snprintf(ctx->reader->errstr, sizeof(ctx->reader->errstr), "%s", why.c_str());
-  }
-  return nullptr;
-}
-
-// redisCommandArgv, with hiredis 0.14's redisGetReply loop spelt out so that limits see every read
-// that leaves the reply incomplete: a header that announces too much fails at once, not after hiredis
-// has waited for and buffered all it announced.
-ReplyPtr run(redisContext* ctx, ReplyLimits& limits, const std::vector<std::string>& args) {
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  for (const auto& a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  limits.new_reply();
-  if (redisAppendCommandArgv(ctx, static_cast<int>(argv.size()), argv.data(), lens.data()) != REDIS_OK)
-    return nullptr;
-  void* reply = nullptr;
-  // As in hiredis, a reply already buffered is the answer; the command then waits in the output buffer.
-  if (redisGetReplyFromReader(ctx, &reply) != REDIS_OK) return failed(ctx, limits);
-  for (int written = 0; !reply && !written;)
-    if (redisBufferWrite(ctx, &written) != REDIS_OK) return nullptr;
-  while (!reply) {
-    if (redisBufferRead(ctx) != REDIS_OK || redisGetReplyFromReader(ctx, &reply) != REDIS_OK ||
-        (!reply && !limits.pending_within_limits()))
-      return failed(ctx, limits);
-  }
-  return ReplyPtr(static_cast<redisReply*>(reply));
-}
-
-}  // namespace
-
-std::optional<Address> parse_address(const std::string& text) {
-  const auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) return std::nullopt;
-  Address a;
-  a.host = text.substr(0, colon);
-  if (a.host.front() == '[') {
-    if (a.host.size() < 3 || a.host.back() != ']') return std::nullopt;
-    a.host = a.host.substr(1, a.host.size() - 2);
-  }
-  // Brackets only delimit an IPv6 literal; a host that still holds one ("[[::1]]:1") is no host,
-  // and str() of it would not parse back (found by tests/fuzz).
-  if (a.host.find_first_of("[]") != std::string::npos) return std::nullopt;
-  const char* first = text.data() + colon + 1;
-  const char* last = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(first, last, a.port);
-  if (ec != std::errc() || ptr != last || a.port < 1 || a.port > 65535) return std::nullopt;
-  return a;
-}
+void Client::ReaderDeleter::operator()(redisReader* r) const { redisReaderFree(r); }
+void Client::ReplyDeleter::operator()(void* r) const { freeReplyObject(r); }
 
 std::optional<std::string> read_password_file(const std::string& path) {
   std::ifstream in(path);
@@ -87,6 +18,36 @@ std::optional<std::string> read_password_file(const std::string& path) {
   return line;
 }
 
+Client::Client(std::unique_ptr<Transport> transport, std::chrono::milliseconds timeout)
+    : transport_(std::move(transport)), timeout_(timeout), reader_(redisReaderCreate()), limits_(reader_.get()) {}
+
+Client::~Client() = default;
+
+std::unique_ptr<Client> Client::connect(const Address& addr, const ConnectOptions& options, ConnectError* error) {
+  auto transport = connect_transport(addr, options.tls.get(), options.netns_pid, options.timeout, error);
+  if (!transport) return nullptr;
+  std::unique_ptr<Client> c(new Client(std::move(transport), options.timeout));
+  if (!options.password.empty()) {
+    Reply r = options.user.empty() ? c->run({"AUTH", options.password}) : c->run({"AUTH", options.user, options.password});
+    if (!r) {
+      if (error) *error = {c->last_error_, options.tls != nullptr};
+      return nullptr;
+    }
+    if (static_cast<redisReply*>(r.get())->type == REDIS_REPLY_ERROR) {
+      if (error) *error = {"Redis at " + addr.str() + " rejected the credentials (AUTH failed)", false};
+      return nullptr;
+    }
+  } else if (options.tls || options.ping) {
+    // Under TLS 1.3 a server that refuses our client certificate says so after our handshake is
+    // done, on the first read: ask once here, so the refusal is a failure to connect.
+    if (!c->run({"PING"})) {
+      if (error) *error = {c->last_error_, options.tls != nullptr};
+      return nullptr;
+    }
+  }
+  return c;
+}
+
 std::unique_ptr<Client> Client::connect(const Address& addr, const std::string& password,
                                         std::chrono::milliseconds timeout, std::string* error) {
   return connect(addr, "", password, timeout, error);
@@ -94,38 +55,55 @@ std::unique_ptr<Client> Client::connect(const Address& addr, const std::string& 
 
 std::unique_ptr<Client> Client::connect(const Address& addr, const std::string& user, const std::string& password,
                                         std::chrono::milliseconds timeout, std::string* error) {
-  redisContext* ctx = redisConnectWithTimeout(addr.host.c_str(), addr.port, to_timeval(timeout));
-  if (!ctx || ctx->err) {
-    if (error)
-      *error = "cannot connect to Redis at " + addr.str() + ": " + (ctx ? ctx->errstr : "out of memory");
-    if (ctx) redisFree(ctx);
-    return nullptr;
-  }
-  redisSetTimeout(ctx, to_timeval(timeout));
-  std::unique_ptr<Client> c(new Client(ctx));
-  if (!password.empty()) {
-    ReplyPtr r = user.empty() ? run(ctx, c->limits_, {"AUTH", password})
-                              : run(ctx, c->limits_, {"AUTH", user, password});
-    if (!r || r->type == REDIS_REPLY_ERROR) {
-      if (error) *error = "Redis at " + addr.str() + " rejected the credentials (AUTH failed)";
-      return nullptr;
-    }
-  }
+  ConnectError e;
+  auto c = connect(addr, ConnectOptions{.user = user, .password = password, .timeout = timeout}, &e);
+  if (!c && error) *error = e.sentence;
   return c;
 }
 
-Client::Client(redisContext* ctx) : ctx_(ctx), limits_(ctx->reader) {}
-
-Client::~Client() { redisFree(ctx_); }
-
-bool Client::broken() const { return ctx_->err != 0; }
+// Writes the command and feeds what arrives to the reader until a reply is whole. After every read
+// that leaves it incomplete the limits look at what is still pending: a header that announces too
+// much fails at once, not after the reader has waited for and buffered all it announced.
+Client::Reply Client::run(const std::vector<std::string>& args) {
+  if (broken_) return nullptr;  // last_error_ still says why
+  const auto fail = [this](const std::string& why) {
+    broken_ = true;
+    last_error_ = why;
+    return nullptr;
+  };
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (const auto& a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  char* cmd = nullptr;
+  const int len = redisFormatCommandArgv(&cmd, static_cast<int>(argv.size()), argv.data(), lens.data());
+  if (len < 0) return fail("out of memory");
+  const std::string_view text(cmd, static_cast<size_t>(len));
+  const Deadline deadline = std::chrono::steady_clock::now() + timeout_;
+  std::string error;
+  const bool written = transport_->write_all(text, deadline, &error);
+  redisFreeCommand(cmd);
+  if (!written) return fail(error);
+  limits_.new_reply();
+  char buf[16 * 1024];
+  while (true) {
+    void* reply = nullptr;
+    if (redisReaderGetReply(reader_.get(), &reply) != REDIS_OK)
+      return fail(limits_.refused() ? limits_.refusal() : std::string("protocol error: ") + reader_->errstr);
+    if (reply) return Reply(reply);
+    if (!limits_.pending_within_limits()) return fail(limits_.refusal());
+    const size_t n = transport_->read_some(buf, sizeof buf, deadline, &error);
+    if (n == 0) return fail(error);
+    if (redisReaderFeed(reader_.get(), buf, n) != REDIS_OK) return fail(std::string("protocol error: ") + reader_->errstr);
+  }
+}
 
 std::optional<std::string> Client::command(const std::vector<std::string>& args) {
-  ReplyPtr r = run(ctx_, limits_, args);
-  if (!r) {
-    last_error_ = ctx_->errstr;
-    return std::nullopt;
-  }
+  Reply reply = run(args);
+  if (!reply) return std::nullopt;
+  const auto* r = static_cast<const redisReply*>(reply.get());
   switch (r->type) {
     case REDIS_REPLY_STRING:
     case REDIS_REPLY_STATUS:
@@ -148,18 +126,20 @@ std::optional<std::string> Client::info(const std::string& sections) {
 }
 
 std::optional<LatencyHistogram> Client::latency_histogram() {
-  ReplyPtr r = run(ctx_, limits_, {"LATENCY", "HISTOGRAM"});
+  Reply reply = run({"LATENCY", "HISTOGRAM"});
+  const auto* r = static_cast<const redisReply*>(reply.get());
   if (!r || r->type == REDIS_REPLY_ERROR) return std::nullopt;
-  return parse_latency_histogram(r.get());
+  return parse_latency_histogram(r);
 }
 
 std::map<std::string, std::string> Client::config_get(const std::vector<std::string>& keys) {
   std::map<std::string, std::string> out;
   // One key per call: CONFIG GET with several keys needs Redis 7.0.
   for (const auto& k : keys) {
-    ReplyPtr r = run(ctx_, limits_, {"CONFIG", "GET", k});
-    if (!r) break;
-    for (auto& [key, value] : parse_config_get(r.get())) out.insert_or_assign(key, value);
+    Reply reply = run({"CONFIG", "GET", k});
+    if (!reply) break;
+    for (auto& [key, value] : parse_config_get(static_cast<const redisReply*>(reply.get())))
+      out.insert_or_assign(key, value);
   }
   return out;
 }

@@ -1,7 +1,8 @@
 #pragma once
-// A small owner of one hiredis connection, with a timeout on connect and on every command so a
-// frozen Redis (SIGSTOP) gives an error, not a hang, and bounds on every reply (reply_limits.h) so a
-// hostile or broken one gives an error, not an out-of-memory.
+// A small owner of one Redis connection: a transport (TCP, unix socket, TLS; transport.h) under
+// hiredis's reply reader, with a deadline on connect and on every command so a frozen Redis
+// (SIGSTOP) gives an error, not a hang, and bounds on every reply (reply_limits.h) so a hostile or
+// broken one gives an error, not an out-of-memory.
 
 #include <chrono>
 #include <map>
@@ -10,32 +11,39 @@
 #include <string>
 #include <vector>
 
+#include "redis/address.h"
 #include "redis/parse.h"
 #include "redis/reply_limits.h"
+#include "redis/tls.h"
+#include "redis/transport.h"
 
-struct redisContext;
+struct redisReader;
 
 namespace thptrace::redis {
-
-struct Address {
-  std::string host;
-  int port = 6379;
-  std::string str() const { return host + ":" + std::to_string(port); }
-};
-
-// "HOST:PORT" or "[V6]:PORT" -> Address; nullopt for anything else (port 1..65535).
-std::optional<Address> parse_address(const std::string& text);
 
 // Reads a password file: the first line, without its newline; nullopt when unreadable.
 std::optional<std::string> read_password_file(const std::string& path);
 
+// How to reach and log in to one server, besides its address.
+struct ConnectOptions {
+  std::string user{};  // ACL user; "" for the default user
+  std::string password{};
+  std::chrono::milliseconds timeout{1000};
+  std::shared_ptr<const TlsContext> tls{};  // null: no TLS
+  pid_t netns_pid = 0;                    // see connect_transport()
+  // Ask PING once (any reply will do) before calling the connection made: tells a port that speaks
+  // Redis from one that only accepts connections (a TLS port asked in plain, a cluster bus).
+  bool ping = false;
+};
+
 class Client {
  public:
-  // Connects and authenticates; on failure returns nullptr and sets *error to one sentence (the
-  // password never appears in it).
+  // Connects, runs the TLS handshake and authenticates; on failure returns nullptr and sets *error
+  // (the password never appears in it).
+  static std::unique_ptr<Client> connect(const Address& addr, const ConnectOptions& options, ConnectError* error);
+  // Plain connections as the default user, or an ACL user (AUTH user password) when user is set.
   static std::unique_ptr<Client> connect(const Address& addr, const std::string& password,
                                          std::chrono::milliseconds timeout, std::string* error);
-  // The same as an ACL user (AUTH user password); an empty user is the default user.
   static std::unique_ptr<Client> connect(const Address& addr, const std::string& user, const std::string& password,
                                          std::chrono::milliseconds timeout, std::string* error);
   ~Client();
@@ -51,13 +59,27 @@ class Client {
   // integer), nullopt on error. For tests and the load generator's control commands.
   std::optional<std::string> command(const std::vector<std::string>& args);
 
-  bool broken() const;
+  bool broken() const { return broken_; }
   const std::string& last_error() const { return last_error_; }
 
  private:
-  explicit Client(redisContext* ctx);
-  redisContext* ctx_;
-  ReplyLimits limits_;  // installed on ctx_'s reader
+  struct ReaderDeleter {
+    void operator()(redisReader* r) const;
+  };
+  struct ReplyDeleter {
+    void operator()(void* r) const;
+  };
+  using Reply = std::unique_ptr<void, ReplyDeleter>;
+
+  Client(std::unique_ptr<Transport> transport, std::chrono::milliseconds timeout);
+  // Sends one command and reads its reply (a redisReply); null when the connection broke.
+  Reply run(const std::vector<std::string>& args);
+
+  std::unique_ptr<Transport> transport_;
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<redisReader, ReaderDeleter> reader_;
+  ReplyLimits limits_;  // installed on reader_
+  bool broken_ = false;
   std::string last_error_;
 };
 

@@ -1,6 +1,7 @@
 #include "redis/watcher.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "proc/sampler.h"
 
@@ -62,6 +63,49 @@ std::string Watcher::last_error() const {
   return last_error_;
 }
 
+void Watcher::set_credentials(std::string password, std::shared_ptr<const TlsContext> tls) {
+  std::lock_guard lock(mu_);
+  options_.password = std::move(password);
+  if (options_.tls) options_.tls = tls;
+  for (auto& r : options_.more_routes)
+    if (r.tls) r.tls = tls;
+  reconnect_ = true;
+}
+
+std::string Watcher::route() const {
+  std::lock_guard lock(mu_);
+  return route_.empty() ? options_.address.str() : route_;
+}
+
+std::unique_ptr<Client> Watcher::connect_any(std::string* error) {
+  std::vector<Route> routes;
+  ConnectOptions connect_options;
+  {
+    std::lock_guard lock(mu_);
+    routes.push_back({options_.address, options_.tls});
+    routes.insert(routes.end(), options_.more_routes.begin(), options_.more_routes.end());
+    connect_options = {.user = options_.user, .password = options_.password, .timeout = options_.timeout,
+                       .netns_pid = options_.netns_pid, .ping = routes.size() > 1};
+  }
+  std::string why;
+  for (const auto& r : routes) {
+    if (stop_) break;
+    connect_options.tls = r.tls;
+    ConnectError e;
+    auto client = Client::connect(r.address, connect_options, &e);
+    {
+      std::lock_guard lock(mu_);
+      route_ = r.address.str() + (r.tls ? " (TLS)" : "");
+    }
+    if (client) return client;
+    // One route: its sentence as it is. Several: each, tagged with its route.
+    if (routes.size() == 1) why = e.sentence;
+    else why += (why.empty() ? "" : "; ") + std::string(r.tls ? "TLS: " : "") + e.sentence;
+  }
+  if (error) *error = why;
+  return nullptr;
+}
+
 bool Watcher::poll_once(Client& client) {
   const uint64_t sent = proc::monotonic_ns();
   const auto text = client.info();
@@ -92,9 +136,13 @@ void Watcher::run() {
   };
   while (!stop_) {
     const auto started = std::chrono::steady_clock::now();
+    {
+      std::lock_guard lock(mu_);
+      if (std::exchange(reconnect_, false)) client.reset();
+    }
     if (!client) {
       std::string error;
-      client = Client::connect(options_.address, options_.user, options_.password, options_.timeout, &error);
+      client = connect_any(&error);
       if (client) {
         ServerFacts f;
         if (const auto text = client->info("server")) {
@@ -114,6 +162,7 @@ void Watcher::run() {
           std::lock_guard lock(mu_);
           last_error_ = error;
         }
+        up_ = false;
         Snapshot down;
         down.ts_ns = proc::monotonic_ns();
         if (options_.on_snapshot) options_.on_snapshot(down);
@@ -123,11 +172,13 @@ void Watcher::run() {
       }
     }
     if (!poll_once(*client)) {
+      up_ = false;
       std::lock_guard lock(mu_);
       last_error_ = "lost the connection to Redis at " + options_.address.str() + ": " + client->last_error();
       client.reset();
       continue;
     }
+    up_ = true;
     const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
     if (spent < options_.interval) sleep_for(options_.interval - spent);
   }

@@ -51,12 +51,23 @@ struct ServerFacts {
 
 Snapshot snapshot_from_info(const InfoMap& info, uint64_t ts_ns);
 
+// One way to reach a server: an address, with or without TLS.
+struct Route {
+  Address address;
+  std::shared_ptr<const TlsContext> tls{};  // null: no TLS
+};
+
 class Watcher {
  public:
   struct Options {
     Address address;
     std::string user;  // ACL user; "" for the default user
     std::string password;
+    std::shared_ptr<const TlsContext> tls{};  // null: no TLS
+    pid_t netns_pid = 0;                    // reach the addresses from that process's namespaces
+    // Tried in order after address/tls, on every connect, when those fail (--discover's other
+    // listeners of the same server); the first that answers is kept until its connection breaks.
+    std::vector<Route> more_routes{};
     std::chrono::milliseconds interval{100};
     std::chrono::milliseconds timeout{1000};
     bool keep_history = true;
@@ -77,10 +88,19 @@ class Watcher {
   std::optional<Snapshot> last_up() const;
   bool ever_up() const;
   std::string last_error() const;
+  // Connected and answering at the last poll.
+  bool up() const { return up_; }
+  // The address of the route in use, or of the last one tried ("unix:/run/redis.sock").
+  std::string route() const;
+  // New credentials (a rotated password, key or certificate): the next connection uses them, and
+  // the current one is replaced at the next poll so a wrong new key shows at once.
+  void set_credentials(std::string password, std::shared_ptr<const TlsContext> tls);
 
  private:
   void run();
   bool poll_once(Client& client);
+  // Tries every route in order; the client of the first that answers, else null and why in *error.
+  std::unique_ptr<Client> connect_any(std::string* error);
 
   Options options_;
   std::atomic<bool> stop_{false};
@@ -89,6 +109,9 @@ class Watcher {
   std::optional<ServerFacts> facts_;
   std::optional<Snapshot> first_up_, last_up_;
   std::string last_error_;
+  bool reconnect_ = false;  // under mu_: set_credentials() was called
+  std::string route_;       // under mu_
+  std::atomic<bool> up_{false};
   std::thread thread_;
 };
 

@@ -1,0 +1,129 @@
+// Address forms, the flags that say how to reach Redis, the listeners read from /proc/PID/net and
+// the order --discover tries them in. No server, no privilege.
+#include <gtest/gtest.h>
+
+#include "daemon/discovery.h"
+#include "proc/net.h"
+#include "redis/address.h"
+#include "redis/credentials.h"
+
+namespace thptrace {
+namespace {
+
+using redis::parse_address;
+
+TEST(Address, UnixSocketPaths) {
+  const auto a = parse_address("unix:/run/redis/redis-server.sock");
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(a->is_unix());
+  EXPECT_EQ(a->path, "/run/redis/redis-server.sock");
+  EXPECT_EQ(a->str(), "unix:/run/redis/redis-server.sock");
+  // "unix:6379" is the host named unix; a socket path is absolute.
+  const auto host = parse_address("unix:6379");
+  ASSERT_TRUE(host);
+  EXPECT_FALSE(host->is_unix());
+  EXPECT_EQ(host->host, "unix");
+  EXPECT_FALSE(parse_address("unix:"));
+  EXPECT_FALSE(parse_address("unix:relative.sock"));
+  EXPECT_TRUE(parse_address("unix:/" + std::string(redis::kMaxUnixPath - 1, 'x')));
+  EXPECT_FALSE(parse_address("unix:/" + std::string(redis::kMaxUnixPath, 'x')));
+  EXPECT_FALSE(parse_address(std::string("unix:/a\0b", 9)));
+}
+
+TEST(Address, Ipv6PrintsBracketedAndReadsBack) {
+  const auto a = parse_address("[::1]:7000");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->str(), "[::1]:7000");
+  EXPECT_EQ(parse_address(a->str())->host, "::1");
+  EXPECT_FALSE(parse_address("[abc]:1")) << "brackets hold an IPv6 literal";
+}
+
+TEST(ConnectionSettings, TlsFilesNeedTlsAndTheKeyNeedsTheCertificate) {
+  redis::ConnectionSettings s;
+  EXPECT_EQ(redis::check_settings(s), "");
+  s.tls_options.cacert = "/ca.crt";
+  EXPECT_EQ(redis::check_settings(s), "--redis-cacert applies to TLS connections only: add --redis-tls.");
+  s.tls = true;
+  EXPECT_EQ(redis::check_settings(s), "");
+  s.tls_options.key = "/client.key";
+  EXPECT_EQ(redis::check_settings(s), "--redis-cert and --redis-key go together: give both or neither.");
+}
+
+TEST(ConnectionSettings, UnreadableTlsFilesAreOneSentenceEach) {
+  redis::ConnectionSettings s;
+  s.tls = true;
+  s.tls_options.cacert = "/nonexistent/ca.crt";
+  std::string error;
+  EXPECT_FALSE(redis::load_credentials(s, &error));
+  EXPECT_EQ(error.rfind("cannot read the CA certificates of --redis-cacert /nonexistent/ca.crt (", 0), 0u) << error;
+  s.tls_options.cacert.clear();
+  s.tls_options.cert = "/nonexistent/client.crt";
+  s.tls_options.key = "/nonexistent/client.key";
+  EXPECT_FALSE(redis::load_credentials(s, &error));
+  EXPECT_EQ(error.rfind("cannot read the client certificate --redis-cert /nonexistent/client.crt (", 0), 0u) << error;
+}
+
+constexpr const char* kTcp =
+    "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    "   0: 0100007F:4267 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 21657 1 0 100 0 0 10 0\n"
+    "   1: 00000000:18EB 00000000:0000 0A 00000000:00000000 00:00000000 00000000   101        0 777 1 0 100 0 0 10 0\n"
+    "   2: 0100007F:4267 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 888 1 0 20 4 30 10 -1\n"
+    "   3: garbage\n";
+constexpr const char* kTcp6 =
+    "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    "   0: 00000000000000000000000001000000:1AE1 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 999 1 0 100 0 0 10 0\n";
+constexpr const char* kUnix =
+    "Num       RefCount Protocol Flags    Type St Inode Path\n"
+    "0000000000000000: 00000002 00000000 00010000 0001 01 47318 /tmp/redis dir/redis.sock\n"
+    "0000000000000000: 00000003 00000000 00000000 0001 03 47319 /tmp/redis dir/redis.sock\n"
+    "0000000000000000: 00000002 00000000 00010000 0001 01 47320 @abstract\n"
+    "0000000000000000: 00000002 00000000 00010000 0002 01 47321 /dgram.sock\n"
+    "0000000000000000: 00000002 00000000 00010000 0001 01 47322\n";
+
+TEST(ProcNet, ListeningTcpAndUnixSockets) {
+  const auto v4 = proc::parse_tcp_listeners(kTcp, false);
+  ASSERT_EQ(v4.size(), 2u);
+  EXPECT_EQ(v4[0].ip, "127.0.0.1");
+  EXPECT_EQ(v4[0].port, 17000);
+  EXPECT_EQ(v4[0].inode, 21657u);
+  EXPECT_EQ(v4[1].ip, "0.0.0.0");
+  EXPECT_EQ(v4[1].port, 6379);
+  const auto v6 = proc::parse_tcp_listeners(kTcp6, true);
+  ASSERT_EQ(v6.size(), 1u);
+  EXPECT_EQ(v6[0].ip, "::1");
+  EXPECT_EQ(v6[0].port, 6881);
+  const auto unix_sockets = proc::parse_unix_listeners(kUnix);
+  ASSERT_EQ(unix_sockets.size(), 1u);
+  EXPECT_EQ(unix_sockets[0].path, "/tmp/redis dir/redis.sock");
+  EXPECT_EQ(unix_sockets[0].inode, 47318u);
+  EXPECT_TRUE(proc::parse_tcp_listeners("", false).empty());
+}
+
+TEST(Discovery, UnixSocketThenPlainLoopbackThenTls) {
+  proc::Listeners l;
+  l.tcp = {{"10.0.0.5", 6379, 1}, {"0.0.0.0", 16379, 2}, {"0.0.0.0", 6380, 3}, {"::", 6379, 4}};
+  l.unix_sockets = {{"/run/redis/redis.sock", 5}};
+  std::string error;
+  const auto tls = redis::TlsContext::create({}, &error);
+  ASSERT_TRUE(tls) << error;
+  const auto d = daemon::plan_routes(l, "127.0.0.1:6380", tls);
+  std::vector<std::string> order;
+  for (const auto& r : d.routes) order.push_back(r.address.str() + (r.tls ? "+tls" : ""));
+  EXPECT_EQ(order, (std::vector<std::string>{"unix:/run/redis/redis.sock", "127.0.0.1:6380", "127.0.0.1:16379",
+                                             "[::1]:6379", "10.0.0.5:6379", "127.0.0.1:6380+tls",
+                                             "127.0.0.1:16379+tls", "[::1]:6379+tls", "10.0.0.5:6379+tls"}));
+  EXPECT_EQ(d.label, "127.0.0.1:6380") << "the label stays the title's address";
+}
+
+TEST(Discovery, LabelsWithoutATitleAddress) {
+  proc::Listeners l;
+  l.unix_sockets = {{"/tmp/r.sock", 1}};
+  EXPECT_EQ(daemon::plan_routes(l, "", nullptr).label, "unix:/tmp/r.sock");
+  EXPECT_EQ(daemon::plan_routes({}, "", nullptr).label, "redis-server");
+  const auto from_title = daemon::plan_routes({}, "127.0.0.1:7000", nullptr);
+  ASSERT_EQ(from_title.routes.size(), 1u);
+  EXPECT_EQ(from_title.routes[0].address.str(), "127.0.0.1:7000");
+}
+
+}  // namespace
+}  // namespace thptrace

@@ -1,0 +1,33 @@
+#pragma once
+// --discover: how to reach a redis-server found in /proc, learnt from the process itself (its
+// listening sockets, in its own network namespace), not from a config file the daemon may not see.
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "proc/net.h"
+#include "redis/watcher.h"
+
+namespace thptrace::daemon {
+
+struct DiscoveredServer {
+  std::string label;                // the title's address, else the first route's; "redis-server" if none
+  std::vector<redis::Route> routes;  // in the order to try them
+  pid_t netns_pid = 0;              // pid when its network or mount namespace is not ours
+};
+
+// The routes to a server with these listeners: its unix sockets first, then each TCP listener in
+// plain (loopback first, the title's port first), then each again with TLS (`tls`; a TLS port cannot
+// be told from a plain one in /proc, and a plain PING to it fails at once). Wildcard listeners are
+// reached on loopback. title_address is address_from_title()'s, "" when none.
+DiscoveredServer plan_routes(const proc::Listeners& listeners, const std::string& title_address,
+                             std::shared_ptr<const redis::TlsContext> tls);
+
+// plan_routes() for a running process.
+DiscoveredServer discover_server(pid_t pid, const std::string& title_address,
+                                 std::shared_ptr<const redis::TlsContext> tls);
+
+}  // namespace thptrace::daemon
