@@ -146,13 +146,18 @@ class SecureRedis {
     proc_ = std::make_unique<Process>(argv);
     const auto until = std::chrono::steady_clock::now() + 10s;
     while (std::chrono::steady_clock::now() < until) {
-      if (auto c = client(); c && c->command({"PING"}) == "PONG") return;
+      redis::ConnectError e;
+      if (auto c = client(&e); c && c->command({"PING"}) == "PONG") return;
+      if (e.tls) return;  // it answers TLS, with a certificate we refuse (the expired one)
       std::this_thread::sleep_for(50ms);
     }
-    throw std::runtime_error("redis-server did not start: " + proc_->err());
+    std::ifstream log(dir_ + "/redis.log");
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    throw std::runtime_error("redis-server did not start: " + proc_->err() + text.substr(text.size() > 2000 ? text.size() - 2000 : 0));
   }
   ~SecureRedis() {
     if (auto c = client()) c->command({"SHUTDOWN", "NOSAVE"});
+    else proc_->signal(SIGTERM);  // no save point is configured: SIGTERM saves nothing
     if (!proc_->wait(10s)) proc_->signal(SIGKILL);
     proc_.reset();
     std::error_code ec;
@@ -178,7 +183,7 @@ class SecureRedis {
             pki().file("ca.crt"), "--cert", pki().file("client.crt"), "--key", pki().file("client.key")};
   }
 
-  std::unique_ptr<redis::Client> client() const {
+  std::unique_ptr<redis::Client> client(redis::ConnectError* error = nullptr) const {
     redis::ConnectOptions o;
     o.timeout = 5000ms;
     if (tls()) {
@@ -188,7 +193,9 @@ class SecureRedis {
                                         &error);
     }
     redis::ConnectError e;
-    return redis::Client::connect(address_, o, &e);
+    auto c = redis::Client::connect(address_, o, &e);
+    if (error) *error = e;
+    return c;
   }
   std::string cmd(const std::vector<std::string>& args) const {
     auto c = client();

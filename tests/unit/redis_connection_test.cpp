@@ -84,7 +84,7 @@ TEST(ProcNet, ListeningTcpAndUnixSockets) {
   const auto v4 = proc::parse_tcp_listeners(kTcp, false);
   ASSERT_EQ(v4.size(), 2u);
   EXPECT_EQ(v4[0].ip, "127.0.0.1");
-  EXPECT_EQ(v4[0].port, 17000);
+  EXPECT_EQ(v4[0].port, 16999);
   EXPECT_EQ(v4[0].inode, 21657u);
   EXPECT_EQ(v4[1].ip, "0.0.0.0");
   EXPECT_EQ(v4[1].port, 6379);

@@ -16,6 +16,7 @@ namespace {
 // The first certificate verification failure of one handshake, with what the sentence names:
 // OpenSSL's verify result alone says "hostname mismatch", not which names the certificate holds.
 struct VerifyRecord {
+  bool cert_requested = false;  // the server sent a CertificateRequest
   int error = 0;  // X509_V_ERR_*, 0 while none
   std::string subject_names;
   std::string not_before, not_after;
@@ -86,6 +87,16 @@ int verify_callback(int ok, X509_STORE_CTX* store) {
   return ok;
 }
 
+// Notes a CertificateRequest from the server. Under TLS 1.3 a server that wants a client certificate
+// and gets none (or one it refuses) says so only after our side of the handshake is done, and a
+// server that closes at once may reset the connection before its alert is read: knowing it asked
+// is what lets the failure be named.
+void message_callback(int write_p, int, int content_type, const void* buf, size_t len, SSL* ssl, void*) {
+  if (write_p || content_type != SSL3_RT_HANDSHAKE || len < 1) return;
+  if (static_cast<const unsigned char*>(buf)[0] != SSL3_MT_CERTIFICATE_REQUEST) return;
+  if (VerifyRecord* rec = record_of(ssl)) rec->cert_requested = true;
+}
+
 // OpenSSL's reason for the last error on this thread, e.g. "wrong version number".
 std::string openssl_reason(unsigned long err) {
   const char* r = err ? ERR_reason_error_string(err) : nullptr;
@@ -135,6 +146,7 @@ std::shared_ptr<const TlsContext> TlsContext::create(const TlsOptions& o, std::s
   // An encrypted key would make OpenSSL ask for its pass phrase on the terminal: refuse instead.
   SSL_CTX_set_default_passwd_cb(ctx, [](char*, int, int, void*) { return 0; });
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, verify_callback);
+  SSL_CTX_set_msg_callback(ctx, message_callback);
   if (o.cacert.empty() && o.capath.empty()) {
     if (SSL_CTX_set_default_verify_paths(ctx) != 1)
       return fail("cannot read this system's CA certificates: give --redis-cacert or --redis-capath.");
@@ -149,9 +161,12 @@ std::shared_ptr<const TlsContext> TlsContext::create(const TlsOptions& o, std::s
       return fail("cannot read the client certificate --redis-cert " + o.cert + " (" +
                   openssl_reason(ERR_peek_last_error()) + "): expected a PEM certificate.");
     // The key's path may be named, never its content or OpenSSL's view of it beyond a reason.
-    if (SSL_CTX_use_PrivateKey_file(ctx, o.key.c_str(), SSL_FILETYPE_PEM) != 1)
+    if (SSL_CTX_use_PrivateKey_file(ctx, o.key.c_str(), SSL_FILETYPE_PEM) != 1) {
+      if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH)
+        return fail("the key --redis-key " + o.key + " does not belong to the certificate --redis-cert " + o.cert + ".");
       return fail("cannot read the private key --redis-key " + o.key + " (" + openssl_reason(ERR_peek_last_error()) +
                   "): expected an unencrypted PEM key.");
+    }
     if (SSL_CTX_check_private_key(ctx) != 1)
       return fail("the key --redis-key " + o.key + " does not belong to the certificate --redis-cert " + o.cert + ".");
   }
@@ -170,12 +185,25 @@ bool tls_prepare(SSL* ssl, const std::string& name) {
   return SSL_set_tlsext_host_name(ssl, name.c_str()) == 1 && SSL_set1_host(ssl, name.c_str()) == 1;
 }
 
+void tls_answered(SSL* ssl) {
+  if (VerifyRecord* rec = record_of(ssl)) rec->cert_requested = false;
+}
+
 std::string tls_failure(SSL* ssl, int ret, int code, const std::string& where, const std::string& name) {
   const unsigned long err = ERR_peek_last_error();
   ERR_clear_error();
   const VerifyRecord* rec = record_of(ssl);
   if (code == SSL_ERROR_SSL && rec && rec->error != 0) return verify_sentence(*rec, where, name);
   const std::string at = "Redis at " + where;
+  // Closed or reset right after it asked for our certificate: that certificate is the reason.
+  const bool closed = code == SSL_ERROR_ZERO_RETURN || code == SSL_ERROR_SYSCALL ||
+                      (code == SSL_ERROR_SSL && ERR_GET_REASON(err) == SSL_R_UNEXPECTED_EOF_WHILE_READING);
+  if (closed && rec && rec->cert_requested) {
+    if (!SSL_get_certificate(ssl))
+      return at + " requires a client certificate (tls-auth-clients): give --redis-cert and --redis-key.";
+    return at + " refused our client certificate (it closed the connection): --redis-cert must be signed by a "
+                "CA of its tls-ca-cert-file.";
+  }
   if (code == SSL_ERROR_SSL && ERR_GET_LIB(err) == ERR_LIB_SSL) {
     switch (ERR_GET_REASON(err)) {
       case SSL_R_WRONG_VERSION_NUMBER:

@@ -43,6 +43,9 @@ class TlsContext {
 // for tls_failure(). False when OpenSSL refused the name.
 bool tls_prepare(SSL* ssl, const std::string& name);
 
+// The server has answered over ssl: a later close or reset is no longer about our certificate.
+void tls_answered(SSL* ssl);
+
 // One sentence for a failed TLS call on ssl (ret and SSL_get_error's `code`) with the server at
 // `where`: an unknown CA, a name mismatch, an expired or not yet valid certificate, a server that
 // does not speak TLS, a refused client certificate, or OpenSSL's own words. Reads and clears this

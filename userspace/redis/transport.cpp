@@ -185,7 +185,10 @@ class TlsTransport : public Transport {
       ERR_clear_error();
       errno = 0;
       const int ret = without_sigpipe([&] { return SSL_read(ssl_, buf, static_cast<int>(std::min<size_t>(size, INT_MAX))); });
-      if (ret > 0) return static_cast<size_t>(ret);
+      if (ret > 0) {
+        if (!std::exchange(answered_, true)) tls_answered(ssl_);
+        return static_cast<size_t>(ret);
+      }
       if (!wait_for(ret, deadline)) {
         if (error) *error = timed_out() ? timeout_sentence(where_, "reply") : tls_failure_text(ret);
         return 0;
@@ -213,6 +216,7 @@ class TlsTransport : public Transport {
   std::string where_, name_;
   int last_code_ = 0;
   bool waited_out_ = false;
+  bool answered_ = false;
 };
 
 // A socket made in the network namespace of pid: a thread of our own joins it (setns changes the
