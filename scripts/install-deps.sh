@@ -20,6 +20,7 @@ packages=(
   prometheus python3-yaml systemd  # deploy checks (tests/deploy/check.sh)
   libclang-rt-14-dev  # fuzzing (tests/fuzz): libFuzzer and the sanitizer runtimes for clang
   bpftrace curl  # benchmarks (tests/bench/bpf_cost.sh compares against a bpftrace one-liner)
+  python3-jsonschema  # docs/report.schema.json checked against real reports (tests/schema)
 )
 
 export DEBIAN_FRONTEND=noninteractive

@@ -302,7 +302,11 @@ std::vector<std::string> leftover_thptrace_programs() {
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read " + path);
-  return nlohmann::json::parse(in);
+  auto j = nlohmann::json::parse(in);
+  // Every report a real capture wrote is held to the published schema too.
+  const std::string check = std::string("/usr/bin/python3 ") + REPORT_SCHEMA_CHECK + " " + REPORT_SCHEMA + " '" + path + "' >/dev/null";
+  if (std::system(check.c_str()) != 0) throw std::runtime_error(path + " does not match docs/report.schema.json");
+  return j;
 }
 
 std::optional<std::string> http_get(int port, const std::string& path) {

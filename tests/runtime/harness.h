@@ -99,6 +99,7 @@ std::string make_temp_dir(const std::string& prefix);
 std::vector<std::string> loaded_bpf_program_names();
 std::vector<std::string> leftover_thptrace_programs();
 
+// A capture report, checked against docs/report.schema.json (throws when it does not match).
 nlohmann::json read_json(const std::string& path);
 
 // GET http://127.0.0.1:port/path; the body, or nullopt when nothing answered.
