@@ -15,8 +15,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-/// Listens on 127.0.0.1:<ephemeral>; the kernel completes handshakes from the backlog, so a
-/// client connects fine and then waits forever for a reply that never comes.
+// Listens on 127.0.0.1:<ephemeral>; the kernel completes handshakes from the backlog, so a
+// client connects fine and then waits forever for a reply that never comes.
 class SilentListener {
  public:
   SilentListener() {

@@ -15,7 +15,7 @@ namespace {
 
 const double checked_percentiles[] = {0, 1, 10, 25, 50, 75, 90, 95, 99, 99.5, 99.9, 99.99, 99.999, 100};
 
-/// The nearest-rank order statistic the histogram promises to approximate.
+// The nearest-rank order statistic the histogram promises to approximate.
 uint64_t exact_percentile(const std::vector<uint64_t>& sorted, double p) {
   if (p <= 0) return sorted.front();
   if (p >= 100) return sorted.back();

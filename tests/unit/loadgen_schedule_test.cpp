@@ -72,12 +72,12 @@ TEST(LoadgenSchedule, RejectsNonPositiveRates) {
   EXPECT_THROW(OpenLoopSchedule(-5, t0), std::invalid_argument);
 }
 
-/// A simulated probe against a server answering in `service` except during [stall_begin,
-/// stall_end), when nothing is answered until the stall ends — as under DEBUG SLEEP or a slow fork.
+// A simulated probe against a server answering in `service` except during [stall_begin,
+// stall_end), when nothing is answered until the stall ends — as under DEBUG SLEEP or a slow fork.
 struct StallSimulation {
-  LogLinearHistogram corrected;    ///< open loop, from the intended send time
-  LogLinearHistogram uncorrected;  ///< same requests, from the actual send time
-  LogLinearHistogram closed_loop;  ///< a closed-loop probe over the same period
+  LogLinearHistogram corrected;    // open loop, from the intended send time
+  LogLinearHistogram uncorrected;  // same requests, from the actual send time
+  LogLinearHistogram closed_loop;  // a closed-loop probe over the same period
 };
 
 StallSimulation simulate_stall(double rate, std::chrono::nanoseconds run, std::chrono::nanoseconds service,

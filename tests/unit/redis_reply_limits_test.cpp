@@ -113,10 +113,10 @@ TEST(ReplyLimits, EachReplyStartsAfresh) {
   EXPECT_FALSE(limits.admit_bytes(1));
 }
 
-/// An impostor Redis on 127.0.0.1:<ephemeral>, served by its own thread: the n-th command it
-/// receives, on any connection, is answered with replies[n] (the last one once they run out), then
-/// trailer bytes of 'x' for as long as the client takes them (a connection that takes nothing for
-/// 100 ms is closed). One recv() is taken as one command, which holds for hiredis's commands.
+// An impostor Redis on 127.0.0.1:<ephemeral>, served by its own thread: the n-th command it
+// receives, on any connection, is answered with replies[n] (the last one once they run out), then
+// trailer bytes of 'x' for as long as the client takes them (a connection that takes nothing for
+// 100 ms is closed). One recv() is taken as one command, which holds for hiredis's commands.
 class FakeRedis {
  public:
   explicit FakeRedis(std::vector<std::string> replies, size_t trailer = 0)

@@ -12,51 +12,51 @@
 
 namespace thptrace::bench {
 
-/// A failure that ends the run: what() is one sentence, printed as it is (exit 1).
+// A failure that ends the run: what() is one sentence, printed as it is (exit 1).
 class BenchError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
-/// SIGINT/SIGTERM/SIGHUP arrived: the run unwinds, stopping what it started.
+// SIGINT/SIGTERM/SIGHUP arrived: the run unwinds, stopping what it started.
 class Interrupted : public BenchError {
  public:
   Interrupted() : BenchError("interrupted by a signal") {}
 };
 
-/// Bad command-line usage: what() is one sentence (exit 2).
+// Bad command-line usage: what() is one sentence (exit 2).
 class BenchUsageError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
-/// What starts the "during" phase, and which Redis state ends it.
+// What starts the "during" phase, and which Redis state ends it.
 enum class Trigger {
-  none,          ///< steady: no during phase at all
-  replica_sync,  ///< REPLICAOF on a fresh replica; ends when its link is up and the fork child is gone
-  rewrite_aof,   ///< BGREWRITEAOF; ends when aof_rewrite_in_progress and _scheduled are 0
-  bgsave,        ///< BGSAVE; ends when rdb_bgsave_in_progress is 0
+  none,          // steady: no during phase at all
+  replica_sync,  // REPLICAOF on a fresh replica; ends when its link is up and the fork child is gone
+  rewrite_aof,   // BGREWRITEAOF; ends when aof_rewrite_in_progress and _scheduled are 0
+  bgsave,        // BGSAVE; ends when rdb_bgsave_in_progress is 0
 };
 
 struct ScenarioSpec {
   std::string name;
   Trigger trigger = Trigger::none;
-  /// The probe and writers GET instead of SET (the negative control).
+  // The probe and writers GET instead of SET (the negative control).
   bool read_only = false;
-  /// The reason every fork of the scenario must have; "" when no fork is expected.
+  // The reason every fork of the scenario must have; "" when no fork is expected.
   std::string expected_reason;
-  /// Extra redis-server arguments of the primary.
+  // Extra redis-server arguments of the primary.
   std::vector<std::string> primary_args;
-  /// Host THP mode for the scenario ("always" / "never"), "" to leave the host's.
+  // Host THP mode for the scenario ("always" / "never"), "" to leave the host's.
   std::string thp_mode;
-  /// One line for the summary: what the scenario varies.
+  // One line for the summary: what the scenario varies.
   std::string description;
 };
 
-/// Every scenario in run order; `thp_always` and `thp_never` are the THP A/B.
+// Every scenario in run order; `thp_always` and `thp_never` are the THP A/B.
 const std::vector<ScenarioSpec>& all_scenarios();
-/// Expands a --scenarios list (names and the aliases `aof_rewrite`, `thp_ab`, `full_sync`, `all`)
-/// into specs in run order. Throws BenchUsageError naming an unknown word.
+// Expands a --scenarios list (names and the aliases `aof_rewrite`, `thp_ab`, `full_sync`, `all`)
+// into specs in run order. Throws BenchUsageError naming an unknown word.
 std::vector<ScenarioSpec> select_scenarios(const std::string& comma_list);
 
 enum class ThpAb { automatic, on, off };
@@ -67,22 +67,22 @@ struct BenchOptions {
   uint64_t seed = 1;
   unsigned writers = 4;
   unsigned batch = 80;
-  /// Probe requests per second, open loop; 0 = closed loop.
+  // Probe requests per second, open loop; 0 = closed loop.
   double rate = 0;
   double seconds_per_phase = 5;
   std::vector<ScenarioSpec> scenarios;
   std::filesystem::path out_dir;
-  /// automatic: the THP A/B runs when THP sysfs is writable.
+  // automatic: the THP A/B runs when THP sysfs is writable.
   ThpAb thp_ab = ThpAb::automatic;
   bool help = false;
 };
 
-/// Parses `thptrace bench` flags (argv[0] is the command's name). Throws BenchUsageError.
+// Parses `thptrace bench` flags (argv[0] is the command's name). Throws BenchUsageError.
 BenchOptions parse_bench_options(int argc, const char* const* argv);
 std::string bench_usage();
 
-/// `thptrace bench`: returns 0 when every scenario ran and the self-check passed, 1 on a runtime
-/// failure, a failed self-check or an interruption (results so far are kept), 2 on bad usage.
+// `thptrace bench`: returns 0 when every scenario ran and the self-check passed, 1 on a runtime
+// failure, a failed self-check or an interruption (results so far are kept), 2 on bad usage.
 int bench_main(int argc, char** argv);
 
 }  // namespace thptrace::bench

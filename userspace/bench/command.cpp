@@ -80,7 +80,7 @@ uint64_t mem_total_kb() {
   return 0;
 }
 
-/// The 1, 5 and 15 minute load averages of /proc/loadavg.
+// The 1, 5 and 15 minute load averages of /proc/loadavg.
 std::string loadavg() {
   std::istringstream in(proc::read_file("/proc/loadavg").value_or(""));
   std::string a, b, c;
@@ -88,8 +88,8 @@ std::string loadavg() {
   return a + " " + b + " " + c;
 }
 
-/// A temporary directory for the servers' data (RDB, AOF): not the results folder, because an
-/// AOF of a large dataset is big and none of it is a result.
+// A temporary directory for the servers' data (RDB, AOF): not the results folder, because an
+// AOF of a large dataset is big and none of it is a result.
 std::filesystem::path make_work_dir() {
   std::string tmpl = (std::filesystem::temp_directory_path() / "thptrace-bench-XXXXXX").string();
   if (!::mkdtemp(tmpl.data()))
@@ -97,7 +97,7 @@ std::filesystem::path make_work_dir() {
   return tmpl;
 }
 
-/// One line per scenario on stderr, so a long run shows where it is.
+// One line per scenario on stderr, so a long run shows where it is.
 std::string scenario_line(const ScenarioResult& r) {
   std::string s;
   for (const auto& p : r.phases) {

@@ -22,7 +22,7 @@ char g_thp_saved[32];
 size_t g_thp_saved_len = 0;
 static_assert(std::atomic<bool>::is_always_lock_free);
 
-/// Async-signal-safe: open, write, close.
+// Async-signal-safe: open, write, close.
 void restore_thp_now() noexcept {
   if (!g_thp_changed.load()) return;
   const int fd = ::open(proc::kThpEnabledPath, O_WRONLY | O_CLOEXEC);

@@ -9,9 +9,9 @@
 
 namespace thptrace::bench {
 
-/// Routes SIGINT, SIGTERM and SIGHUP to interrupted() for the lifetime of the object; a second
-/// such signal ends the process at once (after restoring the THP mode). Restores the previous
-/// handlers on destruction.
+// Routes SIGINT, SIGTERM and SIGHUP to interrupted() for the lifetime of the object; a second
+// such signal ends the process at once (after restoring the THP mode). Restores the previous
+// handlers on destruction.
 class StopSignals {
  public:
   StopSignals();
@@ -22,13 +22,13 @@ class StopSignals {
   static const std::atomic<bool>& interrupted();
 };
 
-/// Owns the system THP mode (/sys/kernel/mm/transparent_hugepage/enabled) for a run: remembers
-/// the host's mode on construction and puts it back on destruction, on signals and at exit.
-/// One at a time.
+// Owns the system THP mode (/sys/kernel/mm/transparent_hugepage/enabled) for a run: remembers
+// the host's mode on construction and puts it back on destruction, on signals and at exit.
+// One at a time.
 class ThpMode {
  public:
   static bool writable();
-  /// The bracketed word of the file ("always", "madvise", "never"), "" when absent.
+  // The bracketed word of the file ("always", "madvise", "never"), "" when absent.
   static std::string current();
 
   ThpMode();
@@ -36,8 +36,8 @@ class ThpMode {
   ThpMode(const ThpMode&) = delete;
   ThpMode& operator=(const ThpMode&) = delete;
 
-  /// Writes `mode`; throws BenchError when the kernel refuses it or a signal already asked us to
-  /// stop (the handler restored the host's mode, and we must not undo that).
+  // Writes `mode`; throws BenchError when the kernel refuses it or a signal already asked us to
+  // stop (the handler restored the host's mode, and we must not undo that).
   void set(const std::string& mode);
   void restore();
   const std::string& host_mode() const { return saved_; }

@@ -25,8 +25,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-/// A port the kernel just handed out for 127.0.0.1. Another process may take it before
-/// redis-server binds it; RedisInstance retries with a new one when that happens.
+// A port the kernel just handed out for 127.0.0.1. Another process may take it before
+// redis-server binds it; RedisInstance retries with a new one when that happens.
 int pick_free_port() {
   const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) throw BenchError(fmt::format("cannot create a socket: {}", std::strerror(errno)));

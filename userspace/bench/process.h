@@ -18,26 +18,26 @@
 
 namespace thptrace::bench {
 
-/// Sleeps `d` in short steps; false (early) once `interrupted` is set.
+// Sleeps `d` in short steps; false (early) once `interrupted` is set.
 bool sleep_unless(std::chrono::nanoseconds d, const std::atomic<bool>& interrupted);
 
-/// The absolute path of `name` found in PATH, "" when absent.
+// The absolute path of `name` found in PATH, "" when absent.
 std::string find_in_path(const std::string& name);
 
-/// One child process, stdout and stderr to files. The child runs in its own process group (a
-/// Ctrl-C on the terminal reaches only us, and we stop it in order) and gets `death_signal` if
-/// the thread that spawned it dies, so spawn from the main thread. Move-less: identity matters.
+// One child process, stdout and stderr to files. The child runs in its own process group (a
+// Ctrl-C on the terminal reaches only us, and we stop it in order) and gets `death_signal` if
+// the thread that spawned it dies, so spawn from the main thread. Move-less: identity matters.
 class ChildProcess {
  public:
-  /// Executes `path` (argv[0] when empty) with `argv`.
+  // Executes `path` (argv[0] when empty) with `argv`.
   ChildProcess(const std::vector<std::string>& argv, const std::filesystem::path& stdout_path,
                const std::filesystem::path& stderr_path, int death_signal, const std::string& path = {});
-  ~ChildProcess();  ///< SIGKILLs and reaps a child still running
+  ~ChildProcess();  // SIGKILLs and reaps a child still running
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   pid_t pid() const { return pid_; }
-  /// Non-blocking: the exit code (128+signal when killed) once it has exited.
+  // Non-blocking: the exit code (128+signal when killed) once it has exited.
   std::optional<int> poll_exit();
   std::optional<int> wait_exit(std::chrono::milliseconds timeout);
   void signal(int sig);
@@ -47,12 +47,12 @@ class ChildProcess {
   std::optional<int> status_;
 };
 
-/// A redis-server on a free 127.0.0.1 port in `dir` (created; removed by the destructor unless
-/// keep_dir() was called), logging to dir/redis.log, never saving on its own (`--save ""`).
+// A redis-server on a free 127.0.0.1 port in `dir` (created; removed by the destructor unless
+// keep_dir() was called), logging to dir/redis.log, never saving on its own (`--save ""`).
 class RedisInstance {
  public:
   RedisInstance(std::filesystem::path dir, const std::vector<std::string>& extra_args);
-  ~RedisInstance();  ///< SHUTDOWN NOSAVE, then SIGKILL if it lingers
+  ~RedisInstance();  // SHUTDOWN NOSAVE, then SIGKILL if it lingers
   RedisInstance(const RedisInstance&) = delete;
   RedisInstance& operator=(const RedisInstance&) = delete;
 
@@ -61,14 +61,14 @@ class RedisInstance {
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   const std::filesystem::path& dir() const { return dir_; }
 
-  /// Runs a command on the control connection (reconnecting once if it broke); throws
-  /// BenchError with Redis's error text.
+  // Runs a command on the control connection (reconnecting once if it broke); throws
+  // BenchError with Redis's error text.
   std::string command(const std::vector<std::string>& args);
   redis::InfoMap info(const std::string& section = "everything");
-  /// An INFO field, "" when absent.
+  // An INFO field, "" when absent.
   std::string info_field(const std::string& section, const std::string& key);
 
-  /// Keep the directory (its redis.log is evidence of a failed run).
+  // Keep the directory (its redis.log is evidence of a failed run).
   void keep_dir() { keep_dir_ = true; }
   void stop();
 
@@ -83,22 +83,22 @@ class RedisInstance {
   std::unique_ptr<redis::Client> client_;
 };
 
-/// `thptrace --pid PID --redis ADDR --json PATH` as a child of this executable (/proc/self/exe),
-/// so the kernel side is the real capture. Its text report and log go beside the JSON.
+// `thptrace --pid PID --redis ADDR --json PATH` as a child of this executable (/proc/self/exe),
+// so the kernel side is the real capture. Its text report and log go beside the JSON.
 class Capture {
  public:
-  /// Starts the capture and waits until it says it is tracing; throws BenchError with its log
-  /// when it exits first or does not get there within 60 s.
+  // Starts the capture and waits until it says it is tracing; throws BenchError with its log
+  // when it exits first or does not get there within 60 s.
   Capture(pid_t pid, const std::string& redis_address, const std::filesystem::path& json_path,
           const std::atomic<bool>& interrupted);
-  ~Capture();  ///< SIGINT, then SIGKILL if it does not finish
+  ~Capture();  // SIGINT, then SIGKILL if it does not finish
   Capture(const Capture&) = delete;
   Capture& operator=(const Capture&) = delete;
 
-  /// Ends the capture with SIGINT (it then writes its report); returns its exit code, nullopt
-  /// if it had to be killed.
+  // Ends the capture with SIGINT (it then writes its report); returns its exit code, nullopt
+  // if it had to be killed.
   std::optional<int> stop();
-  /// The last lines of its stderr, for an error sentence.
+  // The last lines of its stderr, for an error sentence.
   std::string log_tail() const;
 
  private:

@@ -9,7 +9,7 @@
 namespace thptrace::bench {
 namespace {
 
-/// A CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180).
+// A CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180).
 std::string field(const std::string& s) {
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string out = "\"";
@@ -26,7 +26,7 @@ std::string opt(const std::optional<double>& v, const char* spec = "{:.1f}") {
 
 std::string info_or_empty(const redis::InfoMap& info, const std::string& key) { return redis::info_str(info, key); }
 
-/// Writes `text` to dir/name through a temporary file, so a reader never sees half a file.
+// Writes `text` to dir/name through a temporary file, so a reader never sees half a file.
 void write_file(const std::filesystem::path& dir, const std::string& name, const std::string& text) {
   const auto path = dir / name;
   const auto tmp = dir / (name + ".tmp");

@@ -36,7 +36,7 @@ std::vector<std::string> aof_args(const char* fsync, const char* no_fsync_on_rew
   // clang-format on
 }
 
-/// Starts run_load on a thread of its own; finish() stops it and hands back what it measured.
+// Starts run_load on a thread of its own; finish() stops it and hands back what it measured.
 class LoadPhase {
  public:
   LoadPhase(std::string name, const loadgen::LoadgenOptions& options) : name_(std::move(name)) {
@@ -56,7 +56,7 @@ class LoadPhase {
   LoadPhase(const LoadPhase&) = delete;
   LoadPhase& operator=(const LoadPhase&) = delete;
 
-  /// True when the run ended by itself: it could not start or lost a connection.
+  // True when the run ended by itself: it could not start or lost a connection.
   bool ended() const { return ended_.load(); }
 
   PhaseResult finish() {
@@ -83,7 +83,7 @@ class LoadPhase {
 
 int64_t info_int(const redis::InfoMap& info, const std::string& key) { return redis::info_int(info, key).value_or(-1); }
 
-/// Lets a phase run for `d`; returns early if the load ended by itself. Throws on a signal.
+// Lets a phase run for `d`; returns early if the load ended by itself. Throws on a signal.
 void run_for(LoadPhase& phase, std::chrono::nanoseconds d, const std::atomic<bool>& interrupted) {
   const auto until = std::chrono::steady_clock::now() + d;
   while (std::chrono::steady_clock::now() < until && !phase.ended()) {
@@ -104,8 +104,8 @@ void add_phase(ScenarioResult& r, PhaseResult p) {
   r.phases.push_back(std::move(p));
 }
 
-/// Sends the trigger and polls Redis until the during phase's end condition holds. Records the
-/// times in `r`; a condition never reached is a fault.
+// Sends the trigger and polls Redis until the during phase's end condition holds. Records the
+// times in `r`; a condition never reached is a fault.
 void trigger_and_wait(const ScenarioSpec& spec, RedisInstance& primary, RedisInstance* replica, LoadPhase& load,
                       ScenarioResult& r, const std::atomic<bool>& interrupted) {
   const redis::InfoMap before = primary.info();
@@ -169,8 +169,8 @@ void trigger_and_wait(const ScenarioSpec& spec, RedisInstance& primary, RedisIns
   }
 }
 
-/// Waits until no fork child of Redis is alive (none should be, but a stray one would be counted
-/// as this scenario's).
+// Waits until no fork child of Redis is alive (none should be, but a stray one would be counted
+// as this scenario's).
 void wait_idle(RedisInstance& primary, const std::atomic<bool>& interrupted) {
   const auto until = std::chrono::steady_clock::now() + kDuringTimeout;
   while (std::chrono::steady_clock::now() < until) {
@@ -198,7 +198,7 @@ uint64_t count_of(const nlohmann::json& j, const char* key) {
   return j.contains(key) && j[key].is_number() ? j[key].get<uint64_t>() : 0;
 }
 
-/// The phase `ts` falls in: the during phase is bounded by the trigger and the end condition.
+// The phase `ts` falls in: the during phase is bounded by the trigger and the end condition.
 std::string phase_at(const ScenarioResult& r, uint64_t ts) {
   if (r.trigger_ns && ts >= r.trigger_ns && ts <= r.done_ns) return "during";
   for (const auto& p : r.phases)
@@ -206,7 +206,7 @@ std::string phase_at(const ScenarioResult& r, uint64_t ts) {
   return "between phases";
 }
 
-/// Reads the capture's report into `r` and checks the forks against the scenario's expectation.
+// Reads the capture's report into `r` and checks the forks against the scenario's expectation.
 void read_capture(const std::filesystem::path& json_path, ScenarioResult& r) {
   std::ifstream in(json_path);
   const auto j = in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();

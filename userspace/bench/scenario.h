@@ -17,35 +17,35 @@ namespace thptrace::bench {
 
 class ThpMode;
 
-/// One load-generator run: a phase of a scenario.
+// One load-generator run: a phase of a scenario.
 struct PhaseResult {
-  std::string name;  ///< steady | before | during | after
+  std::string name;  // steady | before | during | after
   loadgen::LoadgenResult load;
-  uint64_t start_ns = 0, end_ns = 0;  ///< CLOCK_MONOTONIC span of the run
+  uint64_t start_ns = 0, end_ns = 0;  // CLOCK_MONOTONIC span of the run
 };
 
-/// One fork episode from the capture's JSON, on CLOCK_MONOTONIC.
+// One fork episode from the capture's JSON, on CLOCK_MONOTONIC.
 struct ForkRecord {
   int64_t child_pid = 0;
   std::string reason, reason_source;
   std::optional<double> fork_duration_us, child_lifetime_ms;
   uint64_t cow_faults = 0, child_cow_faults = 0, thp_splits = 0;
-  std::string thp_splits_source;  ///< "kernel" (this process) or "vmstat" (system-wide delta)
+  std::string thp_splits_source;  // "kernel" (this process) or "vmstat" (system-wide delta)
   uint64_t fork_ns = 0;
-  uint64_t exit_ns = 0;  ///< 0 when the child outlived the capture
-  std::string phase;     ///< the phase the fork began in
+  uint64_t exit_ns = 0;  // 0 when the child outlived the capture
+  std::string phase;     // the phase the fork began in
 };
 
 struct ScenarioResult {
   ScenarioSpec spec;
-  /// Every phase ran to its end (the self-check may still have found faults).
+  // Every phase ran to its end (the self-check may still have found faults).
   bool completed = false;
   std::vector<PhaseResult> phases;
   std::vector<ForkRecord> forks;
-  /// Time zero of the scenario's timeline: the first phase's start.
+  // Time zero of the scenario's timeline: the first phase's start.
   uint64_t zero_ns = 0;
-  /// The during phase as Redis state bounds it: the trigger command, the replica's link up (full
-  /// syncs only) and the end condition (link up and fork child gone / rewrite or save finished).
+  // The during phase as Redis state bounds it: the trigger command, the replica's link up (full
+  // syncs only) and the end condition (link up and fork child gone / rewrite or save finished).
   uint64_t trigger_ns = 0, link_up_ns = 0, done_ns = 0;
 
   // From the capture's JSON.
@@ -53,14 +53,14 @@ struct ScenarioResult {
   std::optional<bool> process_thp_enabled;
   uint64_t anon_huge_pages_kb_max = 0, rss_kb_max = 0;
   uint64_t dropped_events = 0;
-  std::string probes;  ///< "fork=tp_btf cow_fault=..." as the capture chose them
+  std::string probes;  // "fork=tp_btf cow_fault=..." as the capture chose them
   // From INFO.
   std::string disable_thp;
   redis::InfoMap info_after_load, info_end;
 
-  /// Mechanical faults: any one fails the run's self-check.
+  // Mechanical faults: any one fails the run's self-check.
   std::vector<std::string> faults;
-  /// Plain observations for the summary (a resync, no huge pages under `always`, ...).
+  // Plain observations for the summary (a resync, no huge pages under `always`, ...).
   std::vector<std::string> notes;
 
   const PhaseResult* phase(const std::string& name) const;
@@ -69,15 +69,15 @@ struct ScenarioResult {
 
 struct RunContext {
   const BenchOptions& options;
-  std::filesystem::path out_dir;   ///< the results folder
-  std::filesystem::path work_dir;  ///< redis-server directories (RDB, AOF), removed after each scenario
-  ThpMode* thp = nullptr;          ///< set when THP scenarios may run
+  std::filesystem::path out_dir;   // the results folder
+  std::filesystem::path work_dir;  // redis-server directories (RDB, AOF), removed after each scenario
+  ThpMode* thp = nullptr;          // set when THP scenarios may run
   const std::atomic<bool>& interrupted;
 };
 
-/// Runs one scenario from start to clean-up. Faults (a replica that never synced, a capture that
-/// failed, a fork with the wrong reason...) are recorded in the result, not thrown; only an
-/// interruption throws (Interrupted), after everything the scenario started has been stopped.
+// Runs one scenario from start to clean-up. Faults (a replica that never synced, a capture that
+// failed, a fork with the wrong reason...) are recorded in the result, not thrown; only an
+// interruption throws (Interrupted), after everything the scenario started has been stopped.
 ScenarioResult run_scenario(const ScenarioSpec& spec, RunContext& context);
 
 }  // namespace thptrace::bench

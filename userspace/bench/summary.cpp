@@ -32,7 +32,7 @@ std::string ratio(uint64_t a, uint64_t b) {
   return b == 0 ? std::string("n/a") : fmt::format("{:.2f}×", static_cast<double>(a) / static_cast<double>(b));
 }
 
-/// "weak" / "clear" wording for a tail ratio, so a small effect is called small.
+// "weak" / "clear" wording for a tail ratio, so a small effect is called small.
 std::string strength(uint64_t during, uint64_t base) {
   if (base == 0) return "";
   const double x = static_cast<double>(during) / static_cast<double>(base);
@@ -42,7 +42,7 @@ std::string strength(uint64_t during, uint64_t base) {
   return "lower than the baseline (noise, or less load reached Redis)";
 }
 
-/// The first fork of a scenario, if any.
+// The first fork of a scenario, if any.
 const ForkRecord* first_fork(const ScenarioResult* r) { return r && !r->forks.empty() ? &r->forks.front() : nullptr; }
 
 std::string fork_us(const ForkRecord* f) {

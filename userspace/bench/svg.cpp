@@ -44,7 +44,7 @@ std::string latency_label(double us) {
   return fmt::format("{:g} µs", us);
 }
 
-/// A tick step of 1, 2 or 5 × 10^k seconds giving at most about ten ticks over `span_s`.
+// A tick step of 1, 2 or 5 × 10^k seconds giving at most about ten ticks over `span_s`.
 double tick_step(double span_s) {
   const double raw = std::max(span_s / 10.0, 1e-3);
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
@@ -71,7 +71,7 @@ std::vector<Point> points_of(const ScenarioResult& r) {
   return pts;
 }
 
-/// A polyline path of one series, broken where an interval had no sample.
+// A polyline path of one series, broken where an interval had no sample.
 template <typename X, typename Y>
 std::string path_of(const std::vector<Point>& pts, double Point::*series, X x, Y y) {
   std::string d;

@@ -31,8 +31,8 @@ static_assert(std::atomic<bool>::is_always_lock_free);
 
 void on_stop_signal(int) { interrupted.store(true, std::memory_order_relaxed); }
 
-/// Routes SIGINT and SIGTERM to `interrupted` for the lifetime of the object, then restores
-/// whatever handlers the host program had.
+// Routes SIGINT and SIGTERM to `interrupted` for the lifetime of the object, then restores
+// whatever handlers the host program had.
 class StopSignals {
  public:
   StopSignals() {
@@ -110,7 +110,7 @@ std::string read_password(const std::filesystem::path& path) {
   return line;
 }
 
-/// The live progress line, redrawn in place; only used when stderr is a terminal.
+// The live progress line, redrawn in place; only used when stderr is a terminal.
 class ProgressLine {
  public:
   void loading(uint64_t loaded, uint64_t total) {

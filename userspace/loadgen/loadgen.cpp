@@ -51,7 +51,7 @@ uint64_t monotonic_now_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-/// Counts running workers, so the timeline clock can stop as soon as the last one returns.
+// Counts running workers, so the timeline clock can stop as soon as the last one returns.
 class Latch {
  public:
   explicit Latch(size_t count) : count_(count) {}
@@ -59,7 +59,7 @@ class Latch {
     std::lock_guard lock(mutex_);
     if (--count_ == 0) done_.notify_all();
   }
-  /// True once every worker arrived; waits at most until `until`.
+  // True once every worker arrived; waits at most until `until`.
   bool wait_until(clock::time_point until) {
     std::unique_lock lock(mutex_);
     return done_.wait_until(lock, until, [&] { return count_ == 0; });
@@ -71,8 +71,8 @@ class Latch {
   size_t count_;
 };
 
-/// Runs `body` and records an escaping exception as the run's failure: an exception must not
-/// leave a worker thread (std::terminate), and the others must stop too.
+// Runs `body` and records an escaping exception as the run's failure: an exception must not
+// leave a worker thread (std::terminate), and the others must stop too.
 template <typename Body>
 void guarded(detail::RunState& state, Latch& latch, Body&& body) {
   try {

@@ -42,7 +42,7 @@ void finish_writing(std::ofstream& out, const std::filesystem::path& path) {
   if (!out) throw LoadgenError(fmt::format("cannot write {}: {}", path.string(), std::strerror(errno)));
 }
 
-/// "1.234 ms"-style, with a unit that keeps 3-4 significant digits.
+// "1.234 ms"-style, with a unit that keeps 3-4 significant digits.
 std::string human(uint64_t ns) {
   if (ns < 10'000) return fmt::format("{:.2f} us", to_us(ns));
   if (ns < 10'000'000) return fmt::format("{:.3f} ms", static_cast<double>(ns) / 1e6);

@@ -20,7 +20,7 @@ constexpr auto spin_margin = std::chrono::microseconds(100);
 // Upper bound on one sleep, so a slow rate still notices `stop` promptly.
 constexpr auto max_sleep = std::chrono::milliseconds(50);
 
-/// Waits until `when`; false if the run was stopped meanwhile.
+// Waits until `when`; false if the run was stopped meanwhile.
 bool wait_until(clock::time_point when, const RunState& state) {
   for (;;) {
     if (state.should_stop()) return false;
@@ -34,8 +34,8 @@ bool wait_until(clock::time_point when, const RunState& state) {
   }
 }
 
-/// Accumulates the per-interval rows of the timeline. Samples arrive in send order, which is
-/// also interval order, so an interval is final as soon as a later one gets a sample.
+// Accumulates the per-interval rows of the timeline. Samples arrive in send order, which is
+// also interval order, so an interval is final as soon as a later one gets a sample.
 class TimelineBuilder {
  public:
   TimelineBuilder(clock::time_point start, std::chrono::nanoseconds interval, RunState& state)
@@ -48,7 +48,7 @@ class TimelineBuilder {
     current_.record(latency_ns);
   }
 
-  /// Closes the current interval and returns every row.
+  // Closes the current interval and returns every row.
   std::vector<TimelineRow> finish() {
     close_until(rows_.size() + 1);
     return std::move(rows_);

@@ -18,7 +18,7 @@ namespace thptrace::loadgen::detail {
 
 using clock = std::chrono::steady_clock;
 
-/// What every thread of a run shares. The first failure wins and stops everyone.
+// What every thread of a run shares. The first failure wins and stops everyone.
 class RunState {
  public:
   RunState(std::atomic<bool>& external_stop, clock::time_point start, clock::time_point deadline,
@@ -26,7 +26,7 @@ class RunState {
       : start(start), deadline(deadline), interval(interval), external_stop_(external_stop) {}
 
   const clock::time_point start;
-  /// time_point::max() when the run has no duration.
+  // time_point::max() when the run has no duration.
   const clock::time_point deadline;
   const std::chrono::nanoseconds interval;
 
@@ -55,7 +55,7 @@ struct ProbeOutcome {
   uint64_t misses = 0;
   uint64_t unsent = 0;
   std::string first_error_reply;
-  /// Rows without writer_ops, which the timeline clock fills in.
+  // Rows without writer_ops, which the timeline clock fills in.
   std::vector<TimelineRow> timeline;
 };
 
@@ -66,12 +66,12 @@ struct WriterOutcome {
   std::string first_error_reply;
 };
 
-/// A seed of its own for each connection (0 = the probe, 1.. = writers), derived from the
-/// dataset seed, so runs repeat their key sequences without connections sharing one.
+// A seed of its own for each connection (0 = the probe, 1.. = writers), derived from the
+// dataset seed, so runs repeat their key sequences without connections sharing one.
 uint64_t stream_seed(uint64_t dataset_seed, unsigned stream) noexcept;
 
-/// Blocks SIGPIPE on the calling thread: hiredis writes with write(2), and a peer that closed
-/// must surface as EPIPE on this connection rather than kill the process.
+// Blocks SIGPIPE on the calling thread: hiredis writes with write(2), and a peer that closed
+// must surface as EPIPE on this connection rather than kill the process.
 void block_sigpipe_on_this_thread() noexcept;
 
 ProbeOutcome run_probe(Connection& connection, const Dataset& dataset, const LoadgenOptions& options, RunState& state);
