@@ -21,6 +21,7 @@ packages=(
   libclang-rt-14-dev  # fuzzing (tests/fuzz): libFuzzer and the sanitizer runtimes for clang
   bpftrace curl  # benchmarks (tests/bench/bpf_cost.sh compares against a bpftrace one-liner)
   python3-jsonschema  # docs/report.schema.json checked against real reports (tests/schema)
+  clang-format-14 clang-tidy-14  # scripts/lint.sh (.clang-format, .clang-tidy) on changed lines
 )
 
 export DEBIAN_FRONTEND=noninteractive
