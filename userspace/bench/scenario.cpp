@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "bench/host.h"
 #include "bench/process.h"
@@ -28,12 +29,15 @@ constexpr auto kPollPeriod = 10ms;
 
 std::vector<std::string> aof_args(const char* fsync, const char* no_fsync_on_rewrite) {
   // auto-aof-rewrite-percentage 0: no automatic rewrite while the dataset loads, only ours.
-  // clang-format off
-  return {"--appendonly", "yes",
-          "--appendfsync", fsync,
-          "--no-appendfsync-on-rewrite", no_fsync_on_rewrite,
-          "--auto-aof-rewrite-percentage", "0"};
-  // clang-format on
+  const std::pair<const char*, const char*> flags[] = {
+      {"--appendonly", "yes"},
+      {"--appendfsync", fsync},
+      {"--no-appendfsync-on-rewrite", no_fsync_on_rewrite},
+      {"--auto-aof-rewrite-percentage", "0"},
+  };
+  std::vector<std::string> args;
+  for (const auto& [flag, value] : flags) args.insert(args.end(), {flag, value});
+  return args;
 }
 
 // Starts run_load on a thread of its own; finish() stops it and hands back what it measured.
