@@ -68,6 +68,21 @@ struct {
 	__type(value, __u32);
 } redis_ctx SEC(".maps") __weak;
 
+/* Who closed an episode: the child's pid and its fork time (a pid alone is reused). */
+struct closed_key {
+	__u32 pid;
+	__u32 pad;
+	__u64 fork_ts_ns;
+};
+
+/* Episodes closed, so that each is closed once (fork.bpf.c). An LRU map forgets old keys by itself. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct closed_key);
+	__type(value, __u32);
+} closed SEC(".maps") __weak;
+
 enum start_kind {
 	START_CLONE = 1,
 	START_WP_FAULT = 2,

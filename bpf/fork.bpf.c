@@ -74,11 +74,16 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 	} else {
 		struct thptrace_hot *h = hot_of(ptgid);
 		struct thptrace_hot *ch = hot_of(cpid);
+		struct thptrace_episode *mine = bpf_map_lookup_elem(&episodes, &cpid);
 
 		/* The child's faults are looked up in the hash maps; the parent's, when it owns its
-		 * line, are counted there, and this episode's are those after now. */
+		 * line, are counted there, and this episode's are those after now. The child cannot
+		 * run, let alone exit, before this returns: the tracepoint fires before
+		 * wake_up_new_task(). */
 		if (ch)
 			__sync_fetch_and_add(&ch->slow, 1);
+		if (mine)
+			mine->tracked = 1;
 		if (h && h->tgid == ptgid)
 			h->slot_base[slot & (THPTRACE_MAX_ACTIVE - 1)] = h->cow_faults;
 	}
@@ -105,12 +110,14 @@ int FORK_BPF_PROG(fork_raw, struct task_struct *parent, struct task_struct *chil
 	return on_fork(parent, child);
 }
 
-static __always_inline void close_episode(struct task_struct *p, __u32 pid)
+static __always_inline void close_episode(__u32 pid)
 {
 	struct thptrace_episode *ep = bpf_map_lookup_elem(&episodes, &pid);
+	struct closed_key ck = {};
 	struct thptrace_target *tgt;
 	struct thptrace_event *e;
 	struct thptrace_hot *h;
+	__u32 one = 1;
 	__u32 ptgid;
 	int slot = -1;
 
@@ -118,8 +125,23 @@ static __always_inline void close_episode(struct task_struct *p, __u32 pid)
 	 * then a new process that reused the pid. */
 	if (!ep || ep->exit_ts_ns)
 		return;
+	/* Two threads of the child exiting at once can both get here (each read signal->live == 0
+	 * after both decrements). Only the one whose insert creates the key closes: BPF_NOEXIST is
+	 * decided under the map's bucket lock and is exact on every kernel, where thptrace_cas on
+	 * exit_ts_ns would be a plain read-compare-write before 5.12 (THPTRACE_NO_ATOMICS). */
+	ck.pid = pid;
+	ck.fork_ts_ns = ep->fork_ts_ns;
+	if (bpf_map_update_elem(&closed, &ck, &one, BPF_NOEXIST))
+		return;
 	ptgid = ep->parent_tgid;
 	ep->exit_ts_ns = bpf_ktime_get_ns();
+	/* Give back the child's slow-path reference whether or not the parent is still watched: a
+	 * parent unwatched while its child lives would otherwise leave the child's line slow. */
+	if (ep->tracked) {
+		h = hot_of(pid);
+		if (h)
+			__sync_fetch_and_sub(&h->slow, 1);
+	}
 	tgt = bpf_map_lookup_elem(&targets, &ptgid);
 	if (tgt) {
 		_Pragma("unroll") for (int i = 0; i < THPTRACE_MAX_ACTIVE; i++) {
@@ -128,16 +150,13 @@ static __always_inline void close_episode(struct task_struct *p, __u32 pid)
 		}
 	}
 	if (tgt && slot >= 0) {
-		/* Undo what on_fork did for a tracked child: its slow-path reference; a line owner's
-		 * faults since the fork become the episode's. Then free the slot, not before: a fork
-		 * claiming it overwrites its base. */
-		h = hot_of(pid);
-		if (h)
-			__sync_fetch_and_sub(&h->slow, 1);
+		/* A line owner's faults since the fork become the episode's. Then free the slot, not
+		 * before: a fork claiming it overwrites its base. A plain store: this thread alone
+		 * closes the episode, and the slot holds our pid until then. */
 		h = hot_of(ptgid);
 		if (h && h->tgid == ptgid)
 			ep->cow_faults += h->cow_faults - h->slot_base[slot & (THPTRACE_MAX_ACTIVE - 1)];
-		thptrace_cas(&tgt->active[slot & (THPTRACE_MAX_ACTIVE - 1)], pid, 0);
+		tgt->active[slot & (THPTRACE_MAX_ACTIVE - 1)] = 0;
 	}
 	e = event_reserve(EV_CHILD_EXIT, ptgid, pid);
 	if (e) {
@@ -146,7 +165,9 @@ static __always_inline void close_episode(struct task_struct *p, __u32 pid)
 		bpf_ringbuf_submit(e, 0);
 		bpf_map_delete_elem(&episodes, &pid);
 	}
-	/* When the record did not fit, the episode stays in the map so userspace can still collect it. */
+	/* When the record did not fit, the episode stays in the map, closed: userspace collects it
+	 * (Tracer::reap_episodes), so that a lost record neither loses the episode nor keeps its
+	 * entry for ever. */
 }
 
 static __always_inline int on_exit(struct task_struct *p)
@@ -160,7 +181,7 @@ static __always_inline int on_exit(struct task_struct *p)
 	 * 6.16 added to the tracepoint is not used so that 6.1 loads the same program. */
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return 0;
-	close_episode(p, tgid);
+	close_episode(tgid);
 	if (bpf_map_lookup_elem(&targets, &tgid)) {
 		e = event_reserve(EV_TARGET_EXIT, tgid, pid);
 		if (e)
@@ -196,10 +217,16 @@ static __always_inline int on_sys_enter(long id)
 
 static __always_inline int on_sys_exit(long ret)
 {
-	__u64 begin = start_take(START_CLONE);
 	struct thptrace_episode *ep;
 	struct thptrace_event *e;
+	__u64 begin;
 
+	/* Every system call of the machine returns through here: a thread of a process that is not
+	 * watched leaves after one array read (its hot line), before start_take's hash lookup. Every
+	 * target passes: it owns its line or has raised the line's slow count. */
+	if (!maybe_watched(current_tgid()))
+		return 0;
+	begin = start_take(START_CLONE);
 	if (!begin)
 		return 0;
 	ep = episode_of_fork_return(ret);

@@ -58,6 +58,9 @@ struct thptrace_episode {
 	__u32 child_pid;
 	__u32 reason;               /* enum thptrace_reason, from the Redis uprobes; 0 when unknown */
 	__u32 redis_ctx;            /* enum thptrace_redis_ctx bits seen at fork time */
+	__u32 tracked;              /* 1 when the fork took an active slot (and a slow-path reference on
+				     * the child's hot line), which closing the episode gives back */
+	__u32 pad0;
 	__u64 fork_ts_ns;           /* sched_process_fork, CLOCK_MONOTONIC */
 	__u64 exit_ts_ns;           /* child exit; 0 while alive */
 	__u64 clone_start_ns;       /* clone syscall entry in the parent; 0 when not seen */
@@ -93,7 +96,7 @@ struct thptrace_target {
 	__u64 reclaim_ns;
 	__u64 fault_ns_total;
 	__u64 fault_ns_count;
-	__u64 untracked_forks;     /* forks seen while every active slot was taken */
+	__u64 untracked_forks;     /* forks seen while every active slot, or the episodes map, was full */
 	__u64 fault_lat[THPTRACE_LAT_SLOTS];
 };
 

@@ -63,7 +63,8 @@ int run_capture(const CaptureOptions& o) {
   const std::string exe = "/proc/" + std::to_string(o.pid) + "/exe";
   const auto modes = tracer::choose_modes(o.force_fallback, is_redis ? exe : std::string());
   tracer::Tracer tracer(modes, {.ringbuf_bytes = o.ringbuf_kb * 1024});
-  tracer.watch(o.pid);
+  if (std::string why; !tracer.watch(o.pid, &why))
+    throw FatalError(kExitRuntime, fmt::format("cannot watch pid {}: {}.", o.pid, why));
   tracer.attach();
   // The Tracer may have moved a family the kernel refused down its chain.
   tracer::ProbeReport used = tracer.modes();

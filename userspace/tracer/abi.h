@@ -6,9 +6,9 @@
 
 #include "../../bpf/thptrace.h"
 
-static_assert(sizeof(thptrace_episode) == 16 + 8 * 16 + 8 * THPTRACE_LAT_SLOTS, "episode layout");
-static_assert(offsetof(thptrace_episode, fork_ts_ns) == 16, "episode layout");
-static_assert(offsetof(thptrace_episode, fault_lat) == 16 + 8 * 16, "episode layout");
+static_assert(sizeof(thptrace_episode) == 24 + 8 * 16 + 8 * THPTRACE_LAT_SLOTS, "episode layout");
+static_assert(offsetof(thptrace_episode, fork_ts_ns) == 24, "episode layout");
+static_assert(offsetof(thptrace_episode, fault_lat) == 24 + 8 * 16, "episode layout");
 static_assert(sizeof(thptrace_target) == 4 * THPTRACE_MAX_ACTIVE + 8 * 14 + 8 * THPTRACE_LAT_SLOTS,
               "target layout");
 static_assert(offsetof(thptrace_event, episode) == 48, "event layout");

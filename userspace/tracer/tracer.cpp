@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "proc/proc.h"
+#include "proc/sampler.h"
 #include "thptrace_bpf.skel.h"
 
 namespace thptrace::tracer {
@@ -126,11 +128,13 @@ void Tracer::RingDeleter::operator()(ring_buffer* r) const { ring_buffer__free(r
 
 // Opens the object and loads the programs of modes_ (only `only_family`'s when set). Returns 0 or a
 // negative errno; on success with only_family unset the skeleton is kept.
-int Tracer::load(const char* only_family, size_t ringbuf_bytes) {
+int Tracer::load(const char* only_family, const TracerOptions& sizes) {
   std::unique_ptr<::thptrace_bpf, SkelDeleter> skel(thptrace_bpf__open());
   if (!skel) throw FatalError(kExitRuntime, std::string("cannot open the BPF object: ") + std::strerror(errno));
   bpf_program* alloc = select_programs(skel.get(), modes_, only_family);
-  bpf_map__set_max_entries(skel->maps.events, static_cast<__u32>(ringbuf_bytes));
+  bpf_map__set_max_entries(skel->maps.events, static_cast<__u32>(sizes.ringbuf_bytes));
+  bpf_map__set_max_entries(skel->maps.targets, std::max<uint32_t>(sizes.max_targets, 1));
+  bpf_map__set_max_entries(skel->maps.episodes, std::max<uint32_t>(sizes.max_episodes, 1));
   if (const int err = thptrace_bpf__load(skel.get()); err) return err < 0 ? err : -err;
   if (!only_family) {
     skel_ = std::move(skel);
@@ -148,6 +152,8 @@ Tracer::Tracer(const ProbeReport& modes, const TracerOptions& options) : modes_(
                      "built with CONFIG_DEBUG_INFO_BTF=y");
   size_t rb = 4096;
   while (rb < options.ringbuf_bytes) rb <<= 1;
+  TracerOptions sizes = options;
+  sizes.ringbuf_bytes = rb;
 
   // The stand-in programs choose_modes() loads say which attach types the kernel has, not whether it
   // takes the real programs (5.10 has tp_btf yet refused the fork programs' compare-and-exchange).
@@ -159,7 +165,7 @@ Tracer::Tracer(const ProbeReport& modes, const TracerOptions& options) : modes_(
       throw FatalError(kExitRuntime, "cannot load BPF programs (" +
                                          (modes_.fork.mode == Mode::unavailable ? modes_.fork.why : modes_.cow_fault.why) +
                                          "): run as root or grant CAP_BPF and CAP_PERFMON");
-    const int err = load(nullptr, rb);
+    const int err = load(nullptr, sizes);
     if (err == 0) break;
     // EPERM too is looked at per family: a kernel can refuse one attach type with it (fentry here,
     // on the CI host) while taking the rest.
@@ -167,7 +173,7 @@ Tracer::Tracer(const ProbeReport& modes, const TracerOptions& options) : modes_(
     for (const char* family : {"fork", "cow_fault", "thp", "stall", "redis"}) {
       FamilyChoice& c = family_choice(modes_, family);
       if (c.mode == Mode::unavailable || c.mode == Mode::info_polling) continue;
-      const int ferr = load(family, rb);
+      const int ferr = load(family, sizes);
       if (ferr == 0) continue;
       const Mode next = next_mode(c.mode);
       log::warn("the kernel refuses the {} family's {} programs ({}); it takes {} (--verbose shows the verifier log)",
@@ -234,12 +240,18 @@ Mode Tracer::huge_alloc_mode() const {
 
 thptrace_hot* Tracer::hot_line(pid_t tgid) const { return &hot_[thptrace_hot_index(static_cast<__u32>(tgid))]; }
 
-void Tracer::watch(pid_t tgid) {
-  if (watched_.contains(tgid)) return;
+bool Tracer::watch(pid_t tgid, std::string* why) {
+  if (watched_.contains(tgid)) return true;
   thptrace_target t{};
   const __u32 key = static_cast<__u32>(tgid);
-  if (bpf_map__update_elem(skel_->maps.targets, &key, sizeof key, &t, sizeof t, BPF_NOEXIST) && errno != EEXIST)
-    throw FatalError(kExitRuntime, std::string("cannot watch pid ") + std::to_string(tgid) + ": " + std::strerror(errno));
+  if (bpf_map__update_elem(skel_->maps.targets, &key, sizeof key, &t, sizeof t, BPF_NOEXIST) && errno != EEXIST) {
+    const int e = errno;
+    if (why)
+      *why = e == E2BIG ? "the targets map is full (" + std::to_string(bpf_map__max_entries(skel_->maps.targets)) +
+                              " processes are watched already)"
+                        : std::string("the kernel refused to add it to the targets map: ") + std::strerror(e);
+    return false;
+  }
 
   // Own the hot line when it is free; else count on the slow path and say so on the line. The
   // line's counters are reset while it reads CLAIMING, which matches no pid, so no fault counts
@@ -255,6 +267,7 @@ void Tracer::watch(pid_t tgid) {
     std::atomic_ref(h->slow).fetch_add(1);
   }
   watched_.emplace(tgid, owner);
+  return true;
 }
 
 void Tracer::unwatch(pid_t tgid) {
@@ -412,6 +425,82 @@ std::vector<thptrace_episode> Tracer::episodes_of(pid_t parent) const {
 void Tracer::forget_episode(pid_t child) {
   const __u32 key = static_cast<__u32>(child);
   bpf_map__delete_elem(skel_->maps.episodes, &key, sizeof key, 0);
+}
+
+Reaped Tracer::reap_episodes(uint64_t grace_ns) {
+  Reaped r;
+  const int fd = bpf_map__fd(skel_->maps.episodes);
+  const uint64_t now = proc::monotonic_ns();
+  std::vector<__u32> keys;
+  __u32 key = 0, next = 0;
+  for (__u32* prev = nullptr; bpf_map_get_next_key(fd, prev, &next) == 0; prev = &key) {
+    keys.push_back(next);
+    key = next;
+  }
+  for (const __u32 child : keys) {
+    thptrace_episode ep{};
+    if (bpf_map_lookup_elem(fd, &child, &ep)) continue;  // closed and delivered meanwhile
+    if (ep.exit_ts_ns) {
+      // Closed by the exit program, whose record did not fit. The grace leaves a program that is
+      // still closing it (its record may yet be submitted) to finish.
+      if (now < ep.exit_ts_ns + grace_ns) continue;
+      if (bpf_map_delete_elem(fd, &child) == 0) r.lost_exits.push_back(ep);
+      continue;
+    }
+    // Not closed. The exit tracepoint fires before /proc/PID goes away, so a child that is gone had
+    // its exit seen or missed for good (it died before the exit program was attached). A pid that
+    // now names another process's child is a reuse: the episode is as dead.
+    const auto st = proc::read_status(static_cast<pid_t>(child));
+    if (st && st->ppid == static_cast<pid_t>(ep.parent_tgid)) {
+      r.live++;
+      continue;
+    }
+    // Re-read: the exit program may have closed it since the first read.
+    if (bpf_map_lookup_elem(fd, &child, &ep) || ep.exit_ts_ns) continue;
+    if (bpf_map_delete_elem(fd, &child)) continue;
+    // Give back its slow-path reference as the exit program would. (Its parent's active slot, if
+    // the parent is still watched, stays taken until the parent is unwatched: userspace cannot
+    // clear it without racing the kernel's counter updates in the same map value.)
+    if (ep.tracked) {
+      thptrace_hot* h = hot_line(static_cast<pid_t>(child));
+      std::atomic_ref<__u32> slow(h->slow);
+      for (__u32 v = slow.load(); v > 0 && !slow.compare_exchange_weak(v, v - 1);) {
+      }
+    }
+    r.dead++;
+  }
+  return r;
+}
+
+namespace {
+size_t count_keys(int fd, size_t key_size) {
+  std::vector<char> key(key_size), next(key_size);
+  size_t n = 0;
+  for (void* prev = nullptr; bpf_map_get_next_key(fd, prev, next.data()) == 0; prev = key.data()) {
+    key = next;
+    n++;
+  }
+  return n;
+}
+}  // namespace
+
+size_t Tracer::episode_count() const { return count_keys(bpf_map__fd(skel_->maps.episodes), sizeof(__u32)); }
+size_t Tracer::target_count() const { return count_keys(bpf_map__fd(skel_->maps.targets), sizeof(__u32)); }
+
+uint32_t Tracer::hot_slow(pid_t tgid) const { return std::atomic_ref(hot_line(tgid)->slow).load(); }
+
+std::vector<ProgramStats> Tracer::program_stats() const {
+  std::vector<ProgramStats> out;
+  bpf_program* prog = nullptr;
+  bpf_object__for_each_program(prog, skel_->obj) {
+    const int fd = bpf_program__fd(prog);
+    if (fd < 0) continue;  // not loaded: a twin of another mode
+    bpf_prog_info info{};
+    __u32 len = sizeof info;
+    if (bpf_obj_get_info_by_fd(fd, &info, &len)) continue;
+    out.push_back({bpf_program__name(prog), info.run_cnt, info.run_time_ns});
+  }
+  return out;
 }
 
 uint64_t Tracer::dropped() const {

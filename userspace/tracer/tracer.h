@@ -24,6 +24,25 @@ namespace thptrace::tracer {
 
 struct TracerOptions {
   size_t ringbuf_bytes = 256 * 1024;  // a power of two, ≥ one page
+  uint32_t max_targets = 64;          // entries of the targets map: processes watched at once
+  uint32_t max_episodes = 256;        // entries of the episodes map: fork children tracked at once
+};
+
+// One BPF program's own cost, from bpf_prog_get_info_by_fd. run_cnt and run_time_ns only move while
+// the kernel.bpf_stats_enabled sysctl is 1 (Linux 5.1); they are 0 otherwise.
+struct ProgramStats {
+  std::string name;
+  uint64_t run_cnt = 0;
+  uint64_t run_time_ns = 0;
+};
+
+// What Tracer::reap_episodes found in the episodes map.
+struct Reaped {
+  // Closed episodes whose exit record was lost (ring buffer full): complete, now removed from the map.
+  std::vector<thptrace_episode> lost_exits;
+  // Episodes of children that died without being closed (their exit was not seen), removed.
+  size_t dead = 0;
+  size_t live = 0;  // episodes of children alive now, left in the map
 };
 
 class Tracer {
@@ -45,7 +64,10 @@ class Tracer {
   bool attach_huge_alloc_counting(std::string* why);
   // The attach mode of that counter, or Mode::unavailable while it is not attached.
   Mode huge_alloc_mode() const;
-  void watch(pid_t tgid);
+  // Adds tgid to the targets map. Returns false with *why set when the map is full (more processes
+  // than max_targets) or the kernel refuses; the tracer is unchanged then.
+  bool watch(pid_t tgid, std::string* why = nullptr);
+  bool watching(pid_t tgid) const { return watched_.contains(tgid); }
   void unwatch(pid_t tgid);
   // Puts the Redis uprobes on the binary of `pid` (through /proc/PID/exe, so it works across mount
   // namespaces). Returns false with *why set when they cannot be attached.
@@ -67,6 +89,18 @@ class Tracer {
   // Episodes of `parent` still in the kernel map: children alive now, or whose exit record was lost.
   std::vector<thptrace_episode> episodes_of(pid_t parent) const;
   void forget_episode(pid_t child);
+  // Keeps the episodes map to live children: collects and removes closed episodes whose exit record
+  // was lost at least grace_ns ago (the closing program has long finished with them), and removes
+  // episodes of children that no longer exist. A long-running daemon calls it periodically.
+  Reaped reap_episodes(uint64_t grace_ns = 1'000'000'000);
+  // Entries of the episodes and targets maps now.
+  size_t episode_count() const;
+  size_t target_count() const;
+  // Other watched tgids sharing tgid's hot line (fork children, collisions): the line's slow count.
+  uint32_t hot_slow(pid_t tgid) const;
+  // Run count and run time of every loaded program (kernel.bpf_stats_enabled must be 1 for them to
+  // move).
+  std::vector<ProgramStats> program_stats() const;
   // Ring-buffer records the kernel could not deliver since load.
   uint64_t dropped() const;
   const ProbeReport& modes() const { return modes_; }
@@ -89,7 +123,7 @@ class Tracer {
   static int on_ring_record(void* ctx, void* data, size_t size);
 
   thptrace_hot* hot_line(pid_t tgid) const;
-  int load(const char* only_family, size_t ringbuf_bytes);
+  int load(const char* only_family, const TracerOptions& sizes);
 
   ProbeReport modes_;
   std::unique_ptr<::thptrace_bpf, SkelDeleter> skel_;
