@@ -75,7 +75,9 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
   // when its uprobes are attached.
   const std::string redis_binary = ::access("/usr/bin/redis-server", R_OK) == 0 ? "/usr/bin/redis-server" : "";
   modes_ = tracer::choose_modes(options_.force_fallback, redis_binary);
-  tracer_ = std::make_unique<tracer::Tracer>(modes_, tracer::TracerOptions{.ringbuf_bytes = options_.ringbuf_kb * 1024});
+  tracer_ = std::make_unique<tracer::Tracer>(modes_, tracer::TracerOptions{.ringbuf_bytes = options_.ringbuf_kb * 1024,
+                                                                            .max_targets = options_.max_targets,
+                                                                            .max_episodes = options_.max_episodes});
   modes_ = tracer_->modes();  // the Tracer may have moved a family the kernel refused down its chain
   tracer_->attach();
   metrics_.set_probe_modes(modes_);
@@ -140,12 +142,9 @@ void Daemon::follow_pid(Target& t, pid_t pid) {
   }
   t.pid = pid;
   t.last = {};
-  if (!pid) return;
-  tracer_->watch(pid);
-  std::string why;
-  if (modes_.redis.mode == tracer::Mode::uprobe && !tracer_->attach_redis(pid, &why))
-    log::warn("{}: {}; fork reasons come from INFO", t.label, why);
-  if (!tracer_->attach_libc_fork(pid, &why)) log::debug("{}: {}", t.label, why);
+  t.untraced = false;
+  metrics_.set_untraced(t.label, false);
+  if (pid) trace_pid(t);
 }
 
 Daemon::Target* Daemon::target_of(pid_t tgid) {
@@ -241,6 +240,7 @@ void Daemon::housekeeping() {
       metrics_.add_cow_faults(t->label, k->cow_faults - t->last.cow_faults, k->child_cow_faults - t->last.child_cow_faults);
       const uint64_t splits = modes_.cow_fault.mode == tracer::Mode::fentry ? k->thp_splits - t->last.thp_splits : 0;
       metrics_.add_thp(t->label, splits, k->thp_collapses - t->last.thp_collapses);
+      metrics_.add_untracked_forks(t->label, k->untracked_forks - t->last.untracked_forks);
       t->last = *k;
     }
     const auto s = proc::take_sample(t->pid);
@@ -265,6 +265,7 @@ void Daemon::housekeeping() {
   const uint64_t dropped = tracer_->dropped();
   if (dropped > last_dropped_) metrics_.add_dropped(dropped - last_dropped_);
   last_dropped_ = dropped;
+  if (std::chrono::steady_clock::now() >= next_upkeep_) upkeep();
 }
 
 void Daemon::discover() {

@@ -47,6 +47,7 @@ class Daemon {
     std::deque<redis::Snapshot> recent;
     std::map<uint32_t, uint64_t> unexported_forks;  // child pid -> fork time
     thptrace_target last{};               // kernel counters already exported
+    bool untraced = false;                // pid set, but the targets map had no room for it
   };
   struct PendingEpisode {
     Target* target;
@@ -75,6 +76,12 @@ class Daemon {
   // Exports episodes whose reason INFO must name once a poll after the child's exit has arrived.
   void settle_episodes(bool all);
   Target* target_of(pid_t tgid);
+  // Long-run upkeep of the kernel side (daemon/upkeep.cpp): puts t.pid in the targets map and its
+  // uprobes on it, or marks it untraced (counted, logged once, exported) when the map is full.
+  bool trace_pid(Target& t);
+  // Every few seconds: reaps the episodes map, retries untraced targets, exports map occupancy
+  // and the BPF programs' own cost.
+  void upkeep();
 
   DaemonOptions options_;
   redis::Credentials credentials_;
@@ -89,6 +96,8 @@ class Daemon {
   std::vector<PendingSplits> pending_splits_;
   std::vector<PendingEpisode> pending_episodes_;
   uint64_t last_dropped_ = 0;
+  std::chrono::steady_clock::time_point next_upkeep_{};
+  std::map<std::string, std::pair<uint64_t, uint64_t>> program_cost_;  // name -> (runs, ns) exported
 };
 
 }  // namespace thptrace::daemon

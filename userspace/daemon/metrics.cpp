@@ -161,9 +161,51 @@ Metrics::Metrics()
                        .Name("thptrace_redis_latest_fork_seconds")
                        .Help("Redis INFO latest_fork_usec, in seconds.")
                        .Register(*registry_)),
-      build_info_(BuildGauge().Name("thptrace_build_info").Help("thptrace's version.").Register(*registry_)) {
+      build_info_(BuildGauge().Name("thptrace_build_info").Help("thptrace's version.").Register(*registry_)),
+      untracked_forks_(BuildCounter()
+                           .Name("thptrace_untracked_forks_total")
+                           .Help("Forks of a watched process whose child could not be tracked (every active slot or "
+                                 "the episodes map full): no COW faults are attributed to them.")
+                           .Register(*registry_)),
+      untraced_(BuildGauge()
+                    .Name("thptrace_target_untraced")
+                    .Help("1 while a target's process is not traced because the targets map is full.")
+                    .Register(*registry_)),
+      watch_failures_(BuildCounter()
+                          .Name("thptrace_target_watch_failures_total")
+                          .Help("Processes the daemon could not add to the in-kernel targets map (map full).")
+                          .Register(*registry_)),
+      reaped_(BuildCounter()
+                  .Name("thptrace_episodes_reaped_total")
+                  .Help("Episodes removed from the in-kernel map by the daemon: lost_exit (closed, its record "
+                        "lost and collected), dead (its child gone without an exit seen).")
+                  .Register(*registry_)),
+      map_entries_(BuildGauge()
+                       .Name("thptrace_bpf_map_entries")
+                       .Help("Entries of an in-kernel map (targets, episodes).")
+                       .Register(*registry_)),
+      map_max_entries_(BuildGauge()
+                           .Name("thptrace_bpf_map_max_entries")
+                           .Help("Capacity of an in-kernel map (targets, episodes).")
+                           .Register(*registry_)),
+      program_runs_(BuildCounter()
+                        .Name("thptrace_bpf_program_run_count_total")
+                        .Help("Runs of each of thptrace's BPF programs (moves only while kernel.bpf_stats_enabled=1).")
+                        .Register(*registry_)),
+      program_run_time_(BuildCounter()
+                            .Name("thptrace_bpf_program_run_time_seconds_total")
+                            .Help("Time spent in each of thptrace's BPF programs (moves only while "
+                                  "kernel.bpf_stats_enabled=1).")
+                            .Register(*registry_)),
+      bpf_stats_enabled_(BuildGauge()
+                             .Name("thptrace_bpf_stats_enabled")
+                             .Help("1 when kernel.bpf_stats_enabled is on, so BPF program run counts and times move.")
+                             .Register(*registry_)) {
   build_info_.Add({{"version", kVersion}}).Set(1);
   dropped_.Add({});
+  watch_failures_.Add({});
+  for (const char* outcome : {"lost_exit", "dead"}) reaped_.Add({{"outcome", outcome}});
+  bpf_stats_enabled_.Add({});
 }
 
 void Metrics::serve(const std::string& addr) {
@@ -191,6 +233,8 @@ void Metrics::add_target(const std::string& t) {
   thp_collapses_.Add({{"target", t}});
   in_progress_.Add({{"target", t}});
   redis_up_.Add({{"target", t}});
+  untracked_forks_.Add({{"target", t}});
+  untraced_.Add({{"target", t}});
 }
 
 void Metrics::set_probe_modes(const tracer::ProbeReport& m) {
@@ -251,5 +295,30 @@ void Metrics::set_redis(const std::string& t, const redis::Snapshot& s) {
   keys_processed_.Add({{"target", t}}).Set(static_cast<double>(s.current_save_keys_processed));
   latest_fork_.Add({{"target", t}}).Set(static_cast<double>(s.latest_fork_usec) / 1e6);
 }
+
+void Metrics::add_untracked_forks(const std::string& t, uint64_t n) {
+  untracked_forks_.Add({{"target", t}}).Increment(static_cast<double>(n));
+}
+
+void Metrics::set_untraced(const std::string& t, bool untraced) { untraced_.Add({{"target", t}}).Set(untraced ? 1 : 0); }
+
+void Metrics::add_watch_failure() { watch_failures_.Add({}).Increment(); }
+
+void Metrics::add_reaped(uint64_t lost_exits, uint64_t dead) {
+  reaped_.Add({{"outcome", "lost_exit"}}).Increment(static_cast<double>(lost_exits));
+  reaped_.Add({{"outcome", "dead"}}).Increment(static_cast<double>(dead));
+}
+
+void Metrics::set_map_entries(const std::string& map, size_t entries, size_t max_entries) {
+  map_entries_.Add({{"map", map}}).Set(static_cast<double>(entries));
+  map_max_entries_.Add({{"map", map}}).Set(static_cast<double>(max_entries));
+}
+
+void Metrics::add_program_cost(const std::string& program, uint64_t runs, uint64_t run_ns) {
+  program_runs_.Add({{"program", program}}).Increment(static_cast<double>(runs));
+  program_run_time_.Add({{"program", program}}).Increment(static_cast<double>(run_ns) / 1e9);
+}
+
+void Metrics::set_bpf_stats_enabled(bool enabled) { bpf_stats_enabled_.Add({}).Set(enabled ? 1 : 0); }
 
 }  // namespace thptrace::daemon

@@ -55,6 +55,17 @@ class Metrics {
   void set_memory(const std::string& target, uint64_t rss_bytes, uint64_t anon_huge_bytes, std::optional<bool> thp_enabled);
   void set_redis(const std::string& target, const redis::Snapshot& s);
 
+  // Long-run health of the kernel side (daemon/upkeep.cpp).
+  void add_untracked_forks(const std::string& target, uint64_t n);
+  // A target whose process the targets map has no room for: 1 while untraced.
+  void set_untraced(const std::string& target, bool untraced);
+  void add_watch_failure();
+  void add_reaped(uint64_t lost_exits, uint64_t dead);
+  void set_map_entries(const std::string& map, size_t entries, size_t max_entries);
+  // Per BPF program: run count and run time since load (kernel.bpf_stats_enabled), as deltas.
+  void add_program_cost(const std::string& program, uint64_t runs, uint64_t run_ns);
+  void set_bpf_stats_enabled(bool enabled);
+
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<RedisMirror> mirror_;
@@ -81,6 +92,15 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& keys_processed_;
   prometheus::Family<prometheus::Gauge>& latest_fork_;
   prometheus::Family<prometheus::Gauge>& build_info_;
+  prometheus::Family<prometheus::Counter>& untracked_forks_;
+  prometheus::Family<prometheus::Gauge>& untraced_;
+  prometheus::Family<prometheus::Counter>& watch_failures_;
+  prometheus::Family<prometheus::Counter>& reaped_;
+  prometheus::Family<prometheus::Gauge>& map_entries_;
+  prometheus::Family<prometheus::Gauge>& map_max_entries_;
+  prometheus::Family<prometheus::Counter>& program_runs_;
+  prometheus::Family<prometheus::Counter>& program_run_time_;
+  prometheus::Family<prometheus::Gauge>& bpf_stats_enabled_;
   std::mutex mu_;
   std::pair<std::string, std::string> thp_mode_;
 };

@@ -26,6 +26,8 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
       "poll-interval-ms", po::value<int>()->default_value(100), "Redis INFO poll interval, ms")(
       "force-fallback", "use the fallback attach mode of every probe family")(
       "ringbuf-kb", po::value<size_t>()->default_value(256), "ring buffer size, KiB")(
+      "max-targets", po::value<uint32_t>()->default_value(64), "processes traced at once (in-kernel map size)")(
+      "max-episodes", po::value<uint32_t>()->default_value(256), "fork children tracked at once (in-kernel map size)")(
       "verbose,v", "print libbpf's messages and debug lines");
   add_redis_connection_options(desc);
   po::variables_map vm;
@@ -72,6 +74,10 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
   o.force_fallback = vm.count("force-fallback") > 0;
   o.ringbuf_kb = vm["ringbuf-kb"].as<size_t>();
   if (o.ringbuf_kb < 4 || o.ringbuf_kb > 1024 * 1024) throw FatalError(kExitUsage, "--ringbuf-kb: expected 4 to 1048576.");
+  o.max_targets = vm["max-targets"].as<uint32_t>();
+  if (o.max_targets < 1 || o.max_targets > 65536) throw FatalError(kExitUsage, "--max-targets: expected 1 to 65536.");
+  o.max_episodes = vm["max-episodes"].as<uint32_t>();
+  if (o.max_episodes < 1 || o.max_episodes > 65536) throw FatalError(kExitUsage, "--max-episodes: expected 1 to 65536.");
   if (o.redis.empty() && o.pids.empty() && !o.discover)
     throw FatalError(kExitUsage, "nothing to watch: give --redis, --pid or --discover (see thptrace daemon --help).");
   log::set_verbose(vm.count("verbose") > 0);

@@ -3,6 +3,7 @@
 // (tests/fuzz/fuzz_daemon_config.cpp) without the tracer.
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@ struct DaemonOptions {
   int poll_interval_ms = 100;
   bool force_fallback = false;
   size_t ringbuf_kb = 256;
+  uint32_t max_targets = 64;    // processes traced at once (the in-kernel targets map)
+  uint32_t max_episodes = 256;  // fork children tracked at once (the in-kernel episodes map)
 };
 
 // Parses flags and the config file (flags win). Throws FatalError(kExitUsage) on bad input.

@@ -1,0 +1,91 @@
+// The daemon's long-run upkeep of the kernel side: what keeps it truthful after months of forks,
+// restarts and lost ring-buffer records. Apart from daemon.cpp so that the event and Redis logic
+// there stays readable.
+//
+// - The episodes map (one entry per fork child) must hold live children only. An exit record lost
+//   to a full ring buffer leaves its episode there, closed; the map has room for a few hundred, and
+//   once full every new fork goes untracked. Each upkeep collects closed episodes (they are
+//   complete and get exported as if their record had come) and drops those of dead children.
+// - The targets map holds max_targets processes. More Redis processes than that is a condition to
+//   count, log and export, not an exit: the extra ones are retried as slots free up.
+// - The BPF programs' own cost (run count, run time) is exported per program, as ebpf_exporter
+//   does, when kernel.bpf_stats_enabled is on.
+#include <chrono>
+
+#include "common/log.h"
+#include "daemon/daemon.h"
+#include "proc/proc.h"
+
+namespace thptrace::daemon {
+namespace {
+
+constexpr auto kUpkeepEvery = std::chrono::seconds(5);
+
+bool bpf_stats_enabled() {
+  const auto v = proc::read_file("/proc/sys/kernel/bpf_stats_enabled", 16);
+  return v && !v->empty() && (*v)[0] == '1';
+}
+
+}  // namespace
+
+bool Daemon::trace_pid(Target& t) {
+  std::string why;
+  if (!tracer_->watch(t.pid, &why)) {
+    metrics_.set_untraced(t.label, true);
+    if (!t.untraced) {
+      // Once per process, not once per retry.
+      log::warn("{}: pid {} is not traced: {}; it is retried as watched processes exit (raise --max-targets)",
+                t.label, t.pid, why);
+      metrics_.add_watch_failure();
+      t.untraced = true;
+    }
+    return false;
+  }
+  if (t.untraced) log::warn("{}: pid {} is traced now", t.label, t.pid);
+  t.untraced = false;
+  metrics_.set_untraced(t.label, false);
+  if (modes_.redis.mode == tracer::Mode::uprobe && !tracer_->attach_redis(t.pid, &why))
+    log::warn("{}: {}; fork reasons come from INFO", t.label, why);
+  if (!tracer_->attach_libc_fork(t.pid, &why)) log::debug("{}: {}", t.label, why);
+  return true;
+}
+
+void Daemon::upkeep() {
+  next_upkeep_ = std::chrono::steady_clock::now() + kUpkeepEvery;
+
+  const auto reaped = tracer_->reap_episodes();
+  for (const auto& ep : reaped.lost_exits) {
+    // Exported exactly as if its record had arrived.
+    thptrace_event e{};
+    e.type = EV_CHILD_EXIT;
+    e.tgid = ep.parent_tgid;
+    e.pid = ep.child_pid;
+    e.child_pid = ep.child_pid;
+    e.ts_ns = ep.exit_ts_ns;
+    e.episode = ep;
+    on_event(e);
+  }
+  if (!reaped.lost_exits.empty() || reaped.dead)
+    log::debug("reaped {} episodes whose exit record was lost and {} of dead children", reaped.lost_exits.size(),
+               reaped.dead);
+  metrics_.add_reaped(reaped.lost_exits.size(), reaped.dead);
+
+  for (auto& t : targets_)
+    if (t->pid && t->untraced && proc::process_exists(t->pid)) trace_pid(*t);
+
+  metrics_.set_map_entries("episodes", tracer_->episode_count(), options_.max_episodes);
+  metrics_.set_map_entries("targets", tracer_->target_count(), options_.max_targets);
+
+  const bool stats = bpf_stats_enabled();
+  metrics_.set_bpf_stats_enabled(stats);
+  for (const auto& p : tracer_->program_stats()) {
+    auto& last = program_cost_[p.name];
+    // Counters only grow while the program is loaded; a smaller value cannot happen, but would
+    // not be exported as a negative increment.
+    metrics_.add_program_cost(p.name, p.run_cnt >= last.first ? p.run_cnt - last.first : 0,
+                              p.run_time_ns >= last.second ? p.run_time_ns - last.second : 0);
+    last = {p.run_cnt, p.run_time_ns};
+  }
+}
+
+}  // namespace thptrace::daemon
