@@ -94,6 +94,35 @@ double sum_series(const std::string& scrape, const std::string& prefix) {
   return sum;
 }
 
+// BGSAVE on every instance every 30 ms until stopped (errors, such as one already running or a
+// restart, are ignored). Joins on destruction, also when an assertion returns early.
+class Forker {
+ public:
+  explicit Forker(const std::vector<int>& ports) : ports_(ports) { start(); }
+  ~Forker() { stop(); }
+  void start() {
+    stop_ = false;
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        for (const int p : ports_) {
+          std::string error;
+          if (auto c = thptrace::redis::Client::connect({"127.0.0.1", p}, "", 500ms, &error)) c->command({"BGSAVE"});
+        }
+        std::this_thread::sleep_for(30ms);
+      }
+    });
+  }
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::vector<int> ports_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 }  // namespace
 
 TEST(LongRun, DaemonStressTargetsComeAndGoWithDrops) {
@@ -104,7 +133,7 @@ TEST(LongRun, DaemonStressTargetsComeAndGoWithDrops) {
     ports.push_back(free_port());
     redis.push_back(std::make_unique<RedisServer>(std::vector<std::string>{}, ports.back()));
   }
-  Process burst({FORK_BURST_BIN, "3000"});
+  Process burst({FORK_BURST_BIN, "1500"});
   ASSERT_TRUE(burst.wait_stdout_line("ready", 10s));
 
   // The burst first (it takes a slot), then six Redis for the three slots left.
@@ -118,20 +147,10 @@ TEST(LongRun, DaemonStressTargetsComeAndGoWithDrops) {
   const auto scrape = [&] { return http_get(metrics_port, "/metrics").value_or(""); };
   const auto alive = [&] { return !daemon.wait(0ms).has_value(); };
 
-  // Forks all along: BGSAVE on every instance, errors (one already running, a restart) ignored.
-  std::atomic<bool> stop{false};
-  std::mutex redis_mu;
-  std::thread forker([&] {
-    while (!stop) {
-      for (const int p : ports) {
-        std::string error;
-        if (auto c = thptrace::redis::Client::connect({"127.0.0.1", p}, "", 500ms, &error)) c->command({"BGSAVE"});
-      }
-      std::this_thread::sleep_for(30ms);
-    }
-  });
+  // Forks all along.
+  Forker forker(ports);
   burst.write_stdin("go\n");
-  ASSERT_TRUE(burst.wait_stdout_line("done", 60s));
+  ASSERT_TRUE(burst.wait_stdout_line("done", 180s));
   burst.write_stdin("bye\n");
   EXPECT_EQ(burst.wait(10s), 0);
 
@@ -148,24 +167,13 @@ TEST(LongRun, DaemonStressTargetsComeAndGoWithDrops) {
     }
     if (round == 2) {
       // A quiet moment to sample RSS and fds against the end.
-      stop = true;
-      forker.join();
+      forker.stop();
       std::this_thread::sleep_for(12s);
       settled = usage_of(daemon.pid());
-      stop = false;
-      forker = std::thread([&] {
-        while (!stop) {
-          for (const int p : ports) {
-            std::string error;
-            if (auto c = thptrace::redis::Client::connect({"127.0.0.1", p}, "", 500ms, &error)) c->command({"BGSAVE"});
-          }
-          std::this_thread::sleep_for(30ms);
-        }
-      });
+      forker.start();
     }
   }
-  stop = true;
-  forker.join();
+  forker.stop();
   ASSERT_TRUE(alive()) << daemon.err();
   // Two upkeeps (every 5 s) after the last fork.
   std::this_thread::sleep_for(12s);

@@ -498,7 +498,7 @@ std::vector<ProgramStats> Tracer::program_stats() const {
     bpf_prog_info info{};
     __u32 len = sizeof info;
     if (bpf_obj_get_info_by_fd(fd, &info, &len)) continue;
-    out.push_back({bpf_program__name(prog), info.run_cnt, info.run_time_ns});
+    out.push_back({bpf_program__name(prog), info.id, info.run_cnt, info.run_time_ns});
   }
   return out;
 }

@@ -32,6 +32,7 @@ struct TracerOptions {
 // the kernel.bpf_stats_enabled sysctl is 1 (Linux 5.1); they are 0 otherwise.
 struct ProgramStats {
   std::string name;
+  uint32_t id = 0;  // the kernel's program id (bpftool prog show id N)
   uint64_t run_cnt = 0;
   uint64_t run_time_ns = 0;
 };
