@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <thread>
 
 #include "cli/capture.h"
 #include "common/caps.h"
@@ -101,8 +102,12 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
 }
 
 Daemon::~Daemon() {
+  // A watcher may be inside a connect that tries several routes, each with its own timeout: stop
+  // them all at once, not one after the other (--discover may watch dozens).
+  std::vector<std::thread> stopping;
   for (auto& t : targets_)
-    if (t->watcher) t->watcher->stop();
+    if (t->watcher) stopping.emplace_back([w = t->watcher.get()] { w->stop(); });
+  for (auto& s : stopping) s.join();
 }
 
 Daemon::Target& Daemon::add_target(const std::string& label, std::vector<redis::Route> routes, pid_t pid,
