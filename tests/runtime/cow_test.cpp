@@ -32,6 +32,7 @@ const long kChildMs = [] {
 
 struct Capture {
   int exit_code = -1;
+  double child_ms = 0;  // the child's lifetime as the workload's parent saw it (fork to reap)
   nlohmann::json report;
   std::string out, err;
 };
@@ -55,6 +56,7 @@ Capture capture_workload(bool thp, bool force_fallback) {
   Process tracer(capture_args(work.pid(), 30, json, force_fallback));
   EXPECT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
   work.write_stdin("go\n");
+  if (const auto lived = work.wait_stdout_line("child_ms", 60s)) c.child_ms = std::stod(lived->substr(9));
   EXPECT_TRUE(work.wait_stdout_line("done", 30s));
   EXPECT_EQ(work.wait(10s), 0);
   // The target's exit ends the capture.
@@ -78,7 +80,9 @@ void expect_known_answer(const Capture& c, bool thp, bool force_fallback) {
   EXPECT_NEAR(n, static_cast<double>(kPages), 0.02 * kPages) << c.report.dump(2);
   EXPECT_LT(f["child_cow_faults"].get<uint64_t>(), 0.02 * kPages);
   ASSERT_TRUE(f["child_lifetime_ms"].is_number()) << c.report.dump(2);
-  EXPECT_NEAR(f["child_lifetime_ms"].get<double>(), kChildMs, 0.2 * kChildMs);
+  // The child lives kChildMs, or longer on a host too busy for the parent to dirty every page by then.
+  EXPECT_GE(c.child_ms, 0.95 * kChildMs);
+  EXPECT_NEAR(f["child_lifetime_ms"].get<double>(), c.child_ms, 0.2 * c.child_ms);
   ASSERT_TRUE(f["fork_duration_us"].is_number());
   EXPECT_GT(f["fork_duration_us"].get<double>(), 0);
   EXPECT_EQ(c.report["totals"]["forks"], 1);

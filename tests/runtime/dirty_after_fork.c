@@ -1,11 +1,11 @@
 /* A workload whose answer is known: maps N pages, populates them, waits for "go" on stdin, forks a
- * child that sleeps CHILD_MS and exits without writing, and while the child lives writes one byte
+ * child that sleeps CHILD_MS (and longer, until the parent's writes are done) and exits without writing, and while the child lives writes one byte
  * to each of the N pages in the parent: exactly N copy-on-write faults on present pages (plus the
  * handful of stack and libc pages the parent touches after fork).
  *
  * usage: dirty_after_fork PAGES CHILD_MS [thp|4k] [timing]
  * With "thp" the region is 2 MiB aligned and madvise(MADV_HUGEPAGE)d. Prints "ready PID" when
- * populated and "done" when the child has been reaped. With "timing" it also prints "dirty_ns N",
+ * populated, "child_ms X" (fork to reap, as the parent saw it) and "done" when the child has been reaped. With "timing" it also prints "dirty_ns N",
  * the CLOCK_MONOTONIC time of the parent's dirty loop, as soon as the loop ends, and first touches
  * and frees as much memory as the copies will take, then says "warm" and waits for a second line
  * before it forks (tests/bench/bpf_cost.sh). */
@@ -77,16 +77,30 @@ int main(int argc, char **argv)
 		if (!fgets(line, sizeof line, stdin))
 			return 1;
 	}
+	/* The child lives CHILD_MS and, on a host so busy that the parent's loop takes longer, until the
+	 * parent has dirtied every page (it closes the pipe then): the answer stays N on any machine. */
+	int done_pipe[2];
+	if (pipe(done_pipe) != 0) {
+		perror("pipe");
+		return 1;
+	}
+	struct timespec forked, reaped;
+	clock_gettime(CLOCK_MONOTONIC, &forked);
 	pid_t child = fork();
 	if (child < 0) {
 		perror("fork");
 		return 1;
 	}
 	if (child == 0) {
+		close(done_pipe[1]);
 		struct timespec ts = {child_ms / 1000, (child_ms % 1000) * 1000000L};
 		nanosleep(&ts, NULL);
+		char c;
+		while (read(done_pipe[0], &c, 1) > 0)
+			;
 		_exit(0);
 	}
+	close(done_pipe[0]);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (size_t i = 0; i < len; i += PAGE)
@@ -99,7 +113,11 @@ int main(int argc, char **argv)
 		       (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
 		fflush(stdout);
 	}
+	close(done_pipe[1]);
 	waitpid(child, NULL, 0);
+	clock_gettime(CLOCK_MONOTONIC, &reaped);
+	/* The child's lifetime as the parent saw it (fork to reap), for the test to compare with. */
+	printf("child_ms %.1f\n", (reaped.tv_sec - forked.tv_sec) * 1e3 + (reaped.tv_nsec - forked.tv_nsec) / 1e6);
 	printf("done\n");
 	fflush(stdout);
 	return 0;
