@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
 #include <set>
 #include <thread>
 
@@ -218,7 +219,12 @@ TEST(LongRun, DaemonStressTargetsComeAndGoWithDrops) {
   // Flat: no fd gained, RSS within 1 MiB of the quiet moment half-way.
   ASSERT_TRUE(settled);
   EXPECT_EQ(end.fds, settled->fds);
+#ifdef THPTRACE_SANITIZED
+  // ASan's quarantine (256 MiB) keeps freed blocks resident: RSS says nothing here, the normal build checks it.
+  std::cout << "RSS not checked under ASan: " << settled->rss_kb << " -> " << end.rss_kb << " kB\n";
+#else
   EXPECT_LT(end.rss_kb - settled->rss_kb, 1024) << settled->rss_kb << " -> " << end.rss_kb << " kB";
+#endif
 
   // One more BGSAVE on a traced instance is counted exactly once, and stays so after an upkeep.
   int traced = -1;
