@@ -83,6 +83,14 @@ struct {
 	__type(value, __u32);
 } closed SEC(".maps") __weak;
 
+/* Entry points attached per Redis process (enum thptrace_redis_anchor bits), keyed by tgid. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, __u32);
+} redis_anchors SEC(".maps") __weak;
+
 enum start_kind {
 	START_CLONE = 1,
 	START_WP_FAULT = 2,

@@ -4,7 +4,11 @@
  *
  * First choice: fentry/fexit on do_wp_page and do_huge_pmd_wp_page, which gives per-fault latency
  * and tells huge-PMD faults from 4 KiB ones. Fallback: the x86 page_fault_user tracepoint filtered on
- * error_code PROT|WRITE (present page, write access), as tp_btf or raw_tp.
+ * error_code PROT|WRITE (present page, write access), as tp_btf or raw_tp, plus its twin
+ * page_fault_kernel for the copies the kernel makes on the process's behalf: read()/recv() into a
+ * buffer shared with a fork child faults in kernel mode (copy_to_user), which x86 reports there and
+ * not on page_fault_user (arch/x86/mm/fault.c, trace_page_fault_entries). do_wp_page sees both, so
+ * with both tracepoints the fallback counts what fentry counts.
  *
  * Since Linux 5.8 (commit 3917c80280c9, "thp: change CoW semantics for anon-THP") a write to a
  * shared huge page splits the PMD and COWs 4 KiB: do_huge_pmd_wp_page returns VM_FAULT_FALLBACK and
@@ -111,7 +115,7 @@ int BPF_PROG(huge_wp_fexit, struct vm_fault *vmf, long ret)
 	return wp_exit(START_HUGE_WP_FAULT, ret);
 }
 
-/* ---- fallback: the page_fault_user tracepoint ---- */
+/* ---- fallback: the page_fault_user and page_fault_kernel tracepoints ---- */
 
 /* Runs on every user page fault of the machine, so the common cases touch one cache line: a
  * process that is not watched reads its hot line and leaves; a target that owns its line adds one
@@ -136,6 +140,16 @@ static __always_inline int on_user_fault(unsigned long error_code)
 	return 0;
 }
 
+/* A kernel-mode fault counts when it hits a user address (the high half is the kernel's own: vmalloc,
+ * the direct map) with the same error code. Kernel-mode faults are rare next to user ones, and a
+ * fault that is not a write to a present user page leaves after two compares. */
+static __always_inline int on_kernel_fault(unsigned long address, unsigned long error_code)
+{
+	if ((long)address < 0)
+		return 0;
+	return on_user_fault(error_code);
+}
+
 SEC("tp_btf/page_fault_user")
 int BPF_PROG(fault_btf, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
@@ -146,6 +160,18 @@ SEC("raw_tp/page_fault_user")
 int BPF_PROG(fault_raw, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
 	return on_user_fault(error_code);
+}
+
+SEC("tp_btf/page_fault_kernel")
+int BPF_PROG(kfault_btf, unsigned long address, struct pt_regs *regs, unsigned long error_code)
+{
+	return on_kernel_fault(address, error_code);
+}
+
+SEC("raw_tp/page_fault_kernel")
+int BPF_PROG(kfault_raw, unsigned long address, struct pt_regs *regs, unsigned long error_code)
+{
+	return on_kernel_fault(address, error_code);
 }
 
 /* ---- huge page allocations (both modes): order-9 allocations by a watched process ---- */

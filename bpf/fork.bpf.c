@@ -20,18 +20,32 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define NR_vfork 58
 #define NR_clone3 435
 
-static __always_inline enum thptrace_reason reason_from_ctx(__u32 ctx)
+/* The reason of a fork from the Redis entry points on the forking thread's stack (ctx) and those
+ * attached in the process (anchors: an entry point missing from the binary says nothing by its
+ * absence, so a label that needs it is left unknown, for INFO polling to name). Kept in step with
+ * label_coverage() in userspace/tracer/entry_points.cpp. */
+static __always_inline enum thptrace_reason reason_from_ctx(__u32 ctx, __u32 anchors)
 {
-	if (ctx & CTX_AOF_REWRITE)
+	if (ctx & (CTX_AOF_REWRITE | CTX_FORK_AOF))
 		return REASON_AOF_REWRITE;
-	if (ctx & CTX_RDB_SOCKETS)
-		return REASON_FULL_SYNC_DISKLESS;
-	if ((ctx & CTX_RDB_BGSAVE) && (ctx & CTX_REPLICATION))
-		return REASON_FULL_SYNC_DISK;
-	if (ctx & CTX_RDB_BGSAVE)
-		return REASON_BGSAVE;
 	if (ctx & CTX_MODULE_FORK)
 		return REASON_MODULE;
+	if (ctx & CTX_FORK_LDB)
+		return REASON_UNKNOWN;
+	/* An rdb-channel sync always writes to the replica's socket (Redis 8 startBgsaveForReplication
+	 * asserts it, Valkey 8 too). */
+	if (ctx & CTX_RDB_CHANNEL)
+		return REASON_FULL_SYNC_RDB_CHANNEL;
+	if (ctx & CTX_RDB_SOCKETS)
+		return REASON_FULL_SYNC_DISKLESS;
+	if (ctx & CTX_REPLICATION) {
+		/* startBgsaveForReplication forks through rdbSaveToSlavesSockets or rdbSaveBackground. */
+		if ((ctx & CTX_RDB_BGSAVE) || (anchors & REDIS_ANCHOR_RDB_SOCKETS))
+			return REASON_FULL_SYNC_DISK;
+		return REASON_UNKNOWN;
+	}
+	if (ctx & (CTX_RDB_BGSAVE | CTX_FORK_RDB))
+		return (anchors & REDIS_ANCHOR_REPLICATION) ? REASON_BGSAVE : REASON_UNKNOWN;
 	return REASON_UNKNOWN;
 }
 
@@ -59,8 +73,10 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 	ep.fork_ts_ns = bpf_ktime_get_ns();
 	ctx = bpf_map_lookup_elem(&redis_ctx, &tid);
 	if (ctx) {
+		__u32 *anchors = bpf_map_lookup_elem(&redis_anchors, &ptgid);
+
 		ep.redis_ctx = *ctx;
-		ep.reason = reason_from_ctx(*ctx);
+		ep.reason = reason_from_ctx(*ctx, anchors ? *anchors : 0);
 	}
 	if (bpf_map_update_elem(&episodes, &cpid, &ep, BPF_ANY) == 0) {
 		/* Claim a free slot so the fault programs start counting for this child. */

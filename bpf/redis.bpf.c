@@ -1,13 +1,19 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Redis family: uprobes on the redis-server functions that lead to a fork mark the calling thread
  * while they run, so the fork program can name the fork's reason exactly (see reason_from_ctx in
- * fork.bpf.c). Attached per binary by userspace, only where the symbol exists (Redis 7.2+ builds
- * with LTO and may inline them). */
+ * fork.bpf.c). Attached per binary by userspace, each only where the binary gives it (Redis 7.2+
+ * and Valkey build with LTO and may inline them): userspace/tracer/entry_points.cpp. */
 #include "common.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-#define CHILD_TYPE_MODULE 4 /* src/server.h */
+/* src/server.h, the same in Redis 6.0+ and Valkey */
+#define CHILD_TYPE_RDB 1
+#define CHILD_TYPE_AOF 2
+#define CHILD_TYPE_LDB 3
+#define CHILD_TYPE_MODULE 4
+/* SLAVE_REQ_RDB_CHANNEL (Redis 8) and REPLICA_REQ_RDB_CHANNEL (Valkey 8): (1 << 2) in both */
+#define REQ_RDB_CHANNEL 4
 
 static __always_inline int ctx_set(__u32 bit)
 {
@@ -42,28 +48,46 @@ int BPF_KPROBE(rdb_bgsave_enter) { return ctx_set(CTX_RDB_BGSAVE); }
 SEC("uretprobe")
 int BPF_KRETPROBE(rdb_bgsave_exit) { return ctx_clear(CTX_RDB_BGSAVE); }
 
+/* rdbSaveToSlavesSockets(int req, rdbSaveInfo *rsi) */
 SEC("uprobe")
-int BPF_KPROBE(rdb_sockets_enter) { return ctx_set(CTX_RDB_SOCKETS); }
+int BPF_KPROBE(rdb_sockets_enter, int req)
+{
+	return ctx_set(CTX_RDB_SOCKETS | ((req & REQ_RDB_CHANNEL) ? CTX_RDB_CHANNEL : 0));
+}
 SEC("uretprobe")
-int BPF_KRETPROBE(rdb_sockets_exit) { return ctx_clear(CTX_RDB_SOCKETS); }
+int BPF_KRETPROBE(rdb_sockets_exit) { return ctx_clear(CTX_RDB_SOCKETS | CTX_RDB_CHANNEL); }
 
 SEC("uprobe")
 int BPF_KPROBE(aof_rewrite_enter) { return ctx_set(CTX_AOF_REWRITE); }
 SEC("uretprobe")
 int BPF_KRETPROBE(aof_rewrite_exit) { return ctx_clear(CTX_AOF_REWRITE); }
 
+/* startBgsaveForReplication(int mincapa, int req) */
 SEC("uprobe")
-int BPF_KPROBE(repl_bgsave_enter) { return ctx_set(CTX_REPLICATION); }
+int BPF_KPROBE(repl_bgsave_enter, int mincapa, int req)
+{
+	return ctx_set(CTX_REPLICATION | ((req & REQ_RDB_CHANNEL) ? CTX_RDB_CHANNEL : 0));
+}
 SEC("uretprobe")
-int BPF_KRETPROBE(repl_bgsave_exit) { return ctx_clear(CTX_REPLICATION); }
+int BPF_KRETPROBE(repl_bgsave_exit) { return ctx_clear(CTX_REPLICATION | CTX_RDB_CHANNEL); }
 
+/* redisFork(int purpose) / serverFork(int purpose): every fork path goes through it. */
 SEC("uprobe")
 int BPF_KPROBE(redis_fork_enter, int purpose)
 {
-	return purpose == CHILD_TYPE_MODULE ? ctx_set(CTX_MODULE_FORK) : 0;
+	switch (purpose) {
+	case CHILD_TYPE_RDB: return ctx_set(CTX_FORK_RDB);
+	case CHILD_TYPE_AOF: return ctx_set(CTX_FORK_AOF);
+	case CHILD_TYPE_LDB: return ctx_set(CTX_FORK_LDB);
+	case CHILD_TYPE_MODULE: return ctx_set(CTX_MODULE_FORK);
+	default: return 0;
+	}
 }
 SEC("uretprobe")
-int BPF_KRETPROBE(redis_fork_exit) { return ctx_clear(CTX_MODULE_FORK); }
+int BPF_KRETPROBE(redis_fork_exit)
+{
+	return ctx_clear(CTX_MODULE_FORK | CTX_FORK_RDB | CTX_FORK_AOF | CTX_FORK_LDB);
+}
 
 /* libc's fork() in any watched process: the same span Redis times for latest_fork_usec (prefork
  * handlers such as jemalloc's, the clone syscall, and the parent's postfork handlers). */

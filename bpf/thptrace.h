@@ -26,15 +26,31 @@ enum thptrace_reason {
 	REASON_FULL_SYNC_DISKLESS = 3,
 	REASON_AOF_REWRITE = 4,
 	REASON_MODULE = 5,
+	REASON_FULL_SYNC_RDB_CHANNEL = 6, /* a full sync whose RDB goes over its own connection, forked
+					   * per replica: Redis 8 repl-rdb-channel, Valkey 8 dual channel */
 };
 
 /* Bits set in the per-thread redis_ctx map while a Redis fork entry point is on that thread's stack. */
 enum thptrace_redis_ctx {
 	CTX_RDB_BGSAVE = 1 << 0,     /* rdbSaveBackground */
-	CTX_RDB_SOCKETS = 1 << 1,    /* rdbSaveToSlavesSockets */
+	CTX_RDB_SOCKETS = 1 << 1,    /* rdbSaveToSlavesSockets (Valkey: rdbSaveToReplicasSockets) */
 	CTX_AOF_REWRITE = 1 << 2,    /* rewriteAppendOnlyFileBackground */
 	CTX_REPLICATION = 1 << 3,    /* startBgsaveForReplication */
-	CTX_MODULE_FORK = 1 << 4,    /* redisFork(CHILD_TYPE_MODULE) */
+	CTX_MODULE_FORK = 1 << 4,    /* redisFork (Valkey: serverFork) with CHILD_TYPE_MODULE */
+	CTX_FORK_RDB = 1 << 5,       /* redisFork/serverFork with CHILD_TYPE_RDB */
+	CTX_FORK_AOF = 1 << 6,       /* redisFork/serverFork with CHILD_TYPE_AOF */
+	CTX_FORK_LDB = 1 << 7,       /* redisFork/serverFork with CHILD_TYPE_LDB (Lua debugger) */
+	CTX_RDB_CHANNEL = 1 << 8,    /* the sync's req has SLAVE_REQ_RDB_CHANNEL / REPLICA_REQ_RDB_CHANNEL */
+};
+
+/* Entry points attached in a process (redis_anchors map, by tgid): a context bit that cannot be set
+ * there tells nothing by its absence. userspace/tracer/entry_points.cpp is the table. */
+enum thptrace_redis_anchor {
+	REDIS_ANCHOR_FORK = 1 << 0,           /* redisFork / serverFork */
+	REDIS_ANCHOR_REPLICATION = 1 << 1,    /* startBgsaveForReplication */
+	REDIS_ANCHOR_RDB_SOCKETS = 1 << 2,    /* rdbSaveToSlavesSockets / rdbSaveToReplicasSockets */
+	REDIS_ANCHOR_RDB_BACKGROUND = 1 << 3, /* rdbSaveBackground */
+	REDIS_ANCHOR_AOF_REWRITE = 1 << 4,    /* rewriteAppendOnlyFileBackground */
 };
 
 enum thptrace_event_type {

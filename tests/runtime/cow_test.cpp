@@ -45,11 +45,14 @@ std::vector<std::string> capture_args(pid_t pid, int seconds, const std::string&
   return args;
 }
 
-Capture capture_workload(bool thp, bool force_fallback) {
+// by_read: the parent fills the pages with read() from /dev/zero, so every copy is made by the kernel.
+Capture capture_workload(bool thp, bool force_fallback, bool by_read = false) {
   Capture c;
   const std::string dir = make_temp_dir("thptrace-cow-");
   const std::string json = dir + "/report.json";
-  Process work({workload_bin(), std::to_string(kPages), std::to_string(kChildMs), thp ? "thp" : "4k"});
+  std::vector<std::string> args = {workload_bin(), std::to_string(kPages), std::to_string(kChildMs), thp ? "thp" : "4k"};
+  if (by_read) args.push_back("read");
+  Process work(args);
   const auto ready = work.wait_stdout_line("ready", 20s);
   EXPECT_TRUE(ready) << work.err();
   if (!ready) return c;
@@ -150,6 +153,23 @@ TEST(Cow, KnownPages4KForcedFallback) {
   expect_known_answer(capture_workload(false, true), false, true);
 }
 
+// Copies the kernel makes on the process's behalf (read() into pages shared with the child) are COW
+// faults taken in kernel mode: fentry on do_wp_page sees them, and so must the tracepoint fallback
+// (page_fault_kernel next to page_fault_user). The kernel-matrix guest runs these too (Cow.*).
+TEST(Cow, KnownPagesKernelWrites4KDefaultMode) {
+  REQUIRE_BPF();
+  const auto c = capture_workload(false, false, true);
+  expect_known_answer(c, false, false);
+  EXPECT_NE(c.report["probes"]["kernel_copies"], "unavailable") << c.report["probes"].dump();
+}
+
+TEST(Cow, KnownPagesKernelWrites4KForcedFallback) {
+  REQUIRE_BPF();
+  const auto c = capture_workload(false, true, true);
+  expect_known_answer(c, false, true);
+  EXPECT_EQ(c.report["probes"]["kernel_copies"], "raw_tp") << c.report["probes"].dump();
+}
+
 TEST(Cow, KnownPagesHugeDefaultMode) {
   REQUIRE_BPF();
   expect_known_answer(capture_workload(true, false), true, false);
@@ -204,7 +224,7 @@ TEST(Cli, ProbeReportsEveryFamily) {
   Process p({thptrace_bin(), "probe", "--json"});
   ASSERT_EQ(p.wait(60s), 0) << p.err();
   const auto j = nlohmann::json::parse(p.out());
-  for (const char* fam : {"fork", "cow_fault", "thp", "stall", "redis"}) {
+  for (const char* fam : {"fork", "cow_fault", "thp", "stall", "redis", "kernel_copies"}) {
     ASSERT_TRUE(j["families"].contains(fam)) << fam;
     EXPECT_FALSE(j["families"][fam]["why"].get<std::string>().empty());
   }

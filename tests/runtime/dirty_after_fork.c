@@ -3,13 +3,17 @@
  * to each of the N pages in the parent: exactly N copy-on-write faults on present pages (plus the
  * handful of stack and libc pages the parent touches after fork).
  *
- * usage: dirty_after_fork PAGES CHILD_MS [thp|4k] [timing]
- * With "thp" the region is 2 MiB aligned and madvise(MADV_HUGEPAGE)d. Prints "ready PID" when
- * populated, "child_ms X" (fork to reap, as the parent saw it) and "done" when the child has been reaped. With "timing" it also prints "dirty_ns N",
+ * usage: dirty_after_fork PAGES CHILD_MS [thp|4k] [timing] [read]
+ * With "thp" the region is 2 MiB aligned and madvise(MADV_HUGEPAGE)d. With "read" the parent does
+ * not write the pages itself: it read()s one page from /dev/zero into each, so the kernel takes each
+ * copy-on-write fault in kernel mode (copy_to_user), as when Redis reads a query into a buffer it
+ * allocated before the fork. Prints "ready PID" when populated, "child_ms X" (fork to reap, as the
+ * parent saw it) and "done" when the child has been reaped. With "timing" it also prints "dirty_ns N",
  * the CLOCK_MONOTONIC time of the parent's dirty loop, as soon as the loop ends, and first touches
  * and frees as much memory as the copies will take, then says "warm" and waits for a second line
  * before it forks (tests/bench/bpf_cost.sh). */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,10 +34,11 @@ int main(int argc, char **argv)
 	}
 	size_t pages = strtoul(argv[1], NULL, 10);
 	long child_ms = strtol(argv[2], NULL, 10);
-	int thp = 0, timing = 0;
+	int thp = 0, timing = 0, by_read = 0;
 	for (int i = 3; i < argc; i++) {
 		thp |= strcmp(argv[i], "thp") == 0;
 		timing |= strcmp(argv[i], "timing") == 0;
+		by_read |= strcmp(argv[i], "read") == 0;
 	}
 	size_t len = pages * PAGE;
 
@@ -51,6 +56,11 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < len; i += PAGE)
 		buf[i] = 1;
+	int zero = by_read ? open("/dev/zero", O_RDONLY | O_CLOEXEC) : -1;
+	if (by_read && zero < 0) {
+		perror("/dev/zero");
+		return 1;
+	}
 
 	printf("ready %d\n", getpid());
 	fflush(stdout);
@@ -103,8 +113,14 @@ int main(int argc, char **argv)
 	close(done_pipe[0]);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (size_t i = 0; i < len; i += PAGE)
-		buf[i] = 2;
+	for (size_t i = 0; i < len; i += PAGE) {
+		if (!by_read) {
+			buf[i] = 2;
+		} else if (read(zero, buf + i, PAGE) != (ssize_t)PAGE) {
+			perror("read");
+			return 1;
+		}
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	/* Printed while the child still sleeps, so a benchmark can read BPF statistics before the
 	 * target exits and its tracer detaches. */

@@ -181,10 +181,10 @@ std::string make_temp_dir(const std::string& prefix) {
   return tmpl;
 }
 
-RedisServer::RedisServer(const std::vector<std::string>& extra_args, int port) {
+RedisServer::RedisServer(const std::vector<std::string>& extra_args, int port, const std::string& binary) {
   dir_ = make_temp_dir("thptrace-redis-");
   port_ = port ? port : free_port();
-  std::vector<std::string> argv = {"redis-server", "--bind", "127.0.0.1", "--port", std::to_string(port_),
+  std::vector<std::string> argv = {binary, "--bind", "127.0.0.1", "--port", std::to_string(port_),
                                    "--dir", dir_, "--save", "", "--appendonly", "no", "--daemonize", "no",
                                    "--enable-debug-command", "local", "--logfile", dir_ + "/redis.log"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
@@ -196,7 +196,7 @@ RedisServer::RedisServer(const std::vector<std::string>& extra_args, int port) {
     if (auto c = client(); c && c->command({"PING"}) == "PONG") return;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  throw std::runtime_error("redis-server did not start on port " + std::to_string(port_));
+  throw std::runtime_error(binary + " did not start on port " + std::to_string(port_));
 }
 
 RedisServer::~RedisServer() {

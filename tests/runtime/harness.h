@@ -73,8 +73,10 @@ class Process {
 // A redis-server on 127.0.0.1, in its own temporary directory; shut down by the destructor.
 class RedisServer {
  public:
-  // port 0 picks a free one; a fixed port lets a test restart "the same" Redis.
-  explicit RedisServer(const std::vector<std::string>& extra_args = {}, int port = 0);
+  // port 0 picks a free one; a fixed port lets a test restart "the same" Redis. `binary`: another
+  // server of the family (a Valkey or a from-source Redis, tests/servers/fetch.sh).
+  explicit RedisServer(const std::vector<std::string>& extra_args = {}, int port = 0,
+                       const std::string& binary = "redis-server");
   ~RedisServer();
   int port() const { return port_; }
   pid_t pid() const { return proc_->pid(); }

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
+#include <sstream>
 #include <thread>
 
 #include "harness.h"
@@ -58,8 +60,46 @@ class WriteLoad {
   std::thread thread_;
 };
 
-void four_forks(bool force_fallback) {
-  RedisServer master({"--repl-diskless-sync", "no", "--repl-diskless-sync-delay", "0"});
+// A server of the Redis family under test: Debian's redis-server, or one tests/servers/fetch.sh
+// fetched or built into its cache.
+struct Server {
+  std::string name;
+  std::string binary;
+  // The config that makes a replica sync through its own RDB connection, one fork per replica
+  // (Redis 8: repl-rdb-channel; Valkey 8: dual-channel-replication-enabled); empty before them.
+  std::string channel_config;
+};
+
+const Server kDebianRedis{"debian_redis_7_0_15", "redis-server", ""};
+
+// Runs tests/servers/fetch.sh (idempotent; the first run downloads and builds into its cache) and
+// returns the server named `name`, or nullopt with *why set.
+std::optional<Server> fetched_server(const std::string& name, std::string* why) {
+  Process fetch({"bash", SERVERS_FETCH});
+  const auto code = fetch.wait(std::chrono::minutes(30));
+  if (code != 0) {
+    *why = "tests/servers/fetch.sh failed: " + fetch.err();
+    return std::nullopt;
+  }
+  std::istringstream lines(fetch.out());
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string n, server, cli;
+    fields >> n >> server >> cli;
+    if (n == name) {
+      const bool valkey = n.rfind("valkey", 0) == 0;
+      return Server{n, server, valkey ? "dual-channel-replication-enabled" : "repl-rdb-channel"};
+    }
+  }
+  *why = "tests/servers/fetch.sh did not name " + name + ": " + fetch.out();
+  return std::nullopt;
+}
+
+// BGSAVE, a full sync over disk, a diskless full sync and an AOF rewrite of `s` in one capture (and,
+// where the server has one, a full sync over an rdb channel): each fork with its reason, the BGSAVE
+// fork time against the server's own latest_fork_usec.
+void four_forks(const Server& s, bool force_fallback) {
+  RedisServer master({"--repl-diskless-sync", "no", "--repl-diskless-sync-delay", "0"}, 0, s.binary);
   master.cmd({"DEBUG", "POPULATE", "200000", "key", "400"});
   const std::string dir = make_temp_dir("thptrace-redis-cap-");
   const std::string json = dir + "/report.json";
@@ -70,6 +110,7 @@ void four_forks(bool force_fallback) {
   ASSERT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
   std::this_thread::sleep_for(300ms);  // a baseline latency window before the first fork
 
+  std::vector<std::string> expected = {"bgsave", "full_sync_disk", "full_sync_diskless", "aof_rewrite"};
   int64_t bgsave_fork_usec = 0;
   {
     WriteLoad load(master);
@@ -78,14 +119,23 @@ void four_forks(bool force_fallback) {
     bgsave_fork_usec = std::stoll(master.info_field("latest_fork_usec"));
     std::this_thread::sleep_for(300ms);
 
+    // Redis 8 replicas take the rdb channel by default (repl-rdb-channel is a hidden config, default
+    // yes, src/config.c): the plain syncs turn it off on their replica.
+    std::vector<std::string> replica_of = {"--replicaof", "127.0.0.1", std::to_string(master.port())};
+    const auto channel_args = [&](const char* yes_no) {
+      auto a = replica_of;
+      a.insert(a.end(), {"--" + s.channel_config, yes_no});
+      return a;
+    };
+    if (!s.channel_config.empty()) replica_of = channel_args("no");
     {
-      RedisServer disk_replica({"--replicaof", "127.0.0.1", std::to_string(master.port())});
+      RedisServer disk_replica(replica_of, 0, s.binary);
       ASSERT_TRUE(wait_replica_online(master, disk_replica, 60s));
     }
     master.cmd({"CONFIG", "SET", "repl-diskless-sync", "yes"});
     std::this_thread::sleep_for(300ms);
     {
-      RedisServer diskless_replica({"--replicaof", "127.0.0.1", std::to_string(master.port())});
+      RedisServer diskless_replica(replica_of, 0, s.binary);
       ASSERT_TRUE(wait_replica_online(master, diskless_replica, 60s));
     }
     std::this_thread::sleep_for(300ms);
@@ -93,6 +143,14 @@ void four_forks(bool force_fallback) {
     ASSERT_TRUE(wait_info(master, "aof_rewrite_in_progress", "0", 60s));
     ASSERT_TRUE(wait_info(master, "aof_rewrite_scheduled", "0", 60s));
     std::this_thread::sleep_for(300ms);
+    if (!s.channel_config.empty()) {
+      master.cmd({"CONFIG", "SET", s.channel_config, "yes"});
+      replica_of = {"--replicaof", "127.0.0.1", std::to_string(master.port())};
+      RedisServer channel_replica(channel_args("yes"), 0, s.binary);
+      ASSERT_TRUE(wait_replica_online(master, channel_replica, 60s));
+      expected.push_back("full_sync_rdb_channel");
+      std::this_thread::sleep_for(300ms);
+    }
     EXPECT_GT(load.writes(), 1000u);
   }
   tracer.signal(SIGINT);
@@ -101,11 +159,10 @@ void four_forks(bool force_fallback) {
   std::filesystem::remove_all(dir);
 
   const auto& forks = report["forks"];
-  ASSERT_EQ(forks.size(), 4u) << report.dump(2);
-  const char* expected[] = {"bgsave", "full_sync_disk", "full_sync_diskless", "aof_rewrite"};
-  for (size_t i = 0; i < 4; ++i) {
-    EXPECT_EQ(forks[i]["reason"], expected[i]) << report.dump(2);
-    EXPECT_EQ(forks[i]["reason_source"], force_fallback ? "info" : "uprobe");
+  ASSERT_EQ(forks.size(), expected.size()) << report.dump(2);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(forks[i]["reason"], expected[i]) << s.name << " " << report.dump(2);
+    EXPECT_EQ(forks[i]["reason_source"], force_fallback ? "info" : "uprobe") << s.name << " " << expected[i];
     EXPECT_TRUE(forks[i]["child_lifetime_ms"].is_number());
     EXPECT_GT(forks[i]["cow_faults"].get<uint64_t>(), 0u) << "writes went on while the child lived";
   }
@@ -113,7 +170,7 @@ void four_forks(bool force_fallback) {
   const double theirs = static_cast<double>(bgsave_fork_usec);
   // libc's fork() timed by a uprobe pair: the span Redis times around fork() for latest_fork_usec.
   EXPECT_NEAR(ours, theirs, std::max(0.25 * theirs, 150.0)) << report.dump(2);
-  EXPECT_EQ(report["redis"]["total_forks_delta"], 4);
+  EXPECT_EQ(report["redis"]["total_forks_delta"], expected.size());
   EXPECT_EQ(report["probes"]["redis"], force_fallback ? "info_polling" : "uprobe");
   if (force_fallback)
     EXPECT_EQ(report["probes"]["cow_fault"], "raw_tp");
@@ -143,13 +200,36 @@ nlohmann::json short_capture(const RedisServer& r) {
 
 TEST(Redis, FourForksWithTheirReasons) {
   REQUIRE_BPF();
-  four_forks(false);
+  four_forks(kDebianRedis, false);
 }
 
 TEST(Redis, FourForksWithTheirReasonsFromInfo) {
   REQUIRE_BPF();
-  four_forks(true);
+  four_forks(kDebianRedis, true);
 }
+
+// The same capture on the other builds: Valkey 8.0.1 (Debian's, renamed entry points) and Redis
+// 8.0.2 built from source with upstream's -O3 -flto, each with its rdb-channel full sync.
+class RedisBuild : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RedisBuild, FourForksWithTheirReasons) {
+  REQUIRE_BPF();
+  std::string why;
+  const auto server = fetched_server(GetParam(), &why);
+  if (!server) {
+    if (bpf_required()) FAIL() << why;
+    GTEST_SKIP() << why;
+  }
+  four_forks(*server, false);
+}
+
+INSTANTIATE_TEST_SUITE_P(Servers, RedisBuild, ::testing::Values("valkey-8.0.1", "redis-8.0.2"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (auto& c : n)
+                             if (c == '-' || c == '.') c = '_';
+                           return n;
+                         });
 
 TEST(Redis, ThpDiagnosisNamesDisableThp) {
   REQUIRE_BPF();

@@ -75,6 +75,8 @@ int run_capture(const CaptureOptions& o) {
     if (!tracer.attach_redis(o.pid, &why)) {
       log::warn("{}; fork reasons will come from INFO polling", why);
       used.redis = {redis_addr ? tracer::Mode::info_polling : tracer::Mode::unavailable, why};
+    } else {
+      used.redis.why = why;  // which entry points the binary gave, which labels are left to INFO
     }
   }
   // Counting huge-page allocations hooks every page allocation of the machine: only when the target

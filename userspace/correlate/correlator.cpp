@@ -11,6 +11,7 @@ const char* reason_name(Reason r) {
     case Reason::full_sync_diskless: return "full_sync_diskless";
     case Reason::aof_rewrite: return "aof_rewrite";
     case Reason::module: return "module";
+    case Reason::full_sync_rdb_channel: return "full_sync_rdb_channel";
     case Reason::unknown: return "unknown";
   }
   return "unknown";
@@ -23,6 +24,7 @@ Reason reason_from_kernel(uint32_t code) {
     case REASON_FULL_SYNC_DISKLESS: return Reason::full_sync_diskless;
     case REASON_AOF_REWRITE: return Reason::aof_rewrite;
     case REASON_MODULE: return Reason::module;
+    case REASON_FULL_SYNC_RDB_CHANNEL: return Reason::full_sync_rdb_channel;
     default: return Reason::unknown;
   }
 }

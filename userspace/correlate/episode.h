@@ -8,11 +8,14 @@
 
 namespace thptrace::correlate {
 
-enum class Reason { unknown, bgsave, full_sync_disk, full_sync_diskless, aof_rewrite, module };
+// full_sync_rdb_channel: a full sync whose RDB the child writes to the replica's own RDB connection,
+// one fork per replica (Redis 8 repl-rdb-channel, Valkey 8 dual-channel-replication).
+enum class Reason { unknown, bgsave, full_sync_disk, full_sync_diskless, aof_rewrite, module, full_sync_rdb_channel };
 const char* reason_name(Reason r);
 Reason reason_from_kernel(uint32_t code);
-inline constexpr Reason kAllReasons[] = {Reason::bgsave, Reason::full_sync_disk, Reason::full_sync_diskless,
-                                         Reason::aof_rewrite, Reason::module, Reason::unknown};
+inline constexpr Reason kAllReasons[] = {Reason::bgsave,      Reason::full_sync_disk,        Reason::full_sync_diskless,
+                                         Reason::aof_rewrite, Reason::full_sync_rdb_channel, Reason::module,
+                                         Reason::unknown};
 
 // Server-side latency of one window, from LATENCY HISTOGRAM diffs (power-of-two µs buckets: each
 // figure is the upper bound of its bucket).

@@ -72,10 +72,12 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
   if (::access("/sys/kernel/btf/vmlinux", R_OK) != 0)
     throw FatalError(kExitRuntime, "this kernel exposes no BTF (/sys/kernel/btf/vmlinux is missing): thptrace "
                                    "needs a kernel built with CONFIG_DEBUG_INFO_BTF=y.");
-  // The redis family's mode is decided by the installed redis-server; each process is checked again
-  // when its uprobes are attached.
-  const std::string redis_binary = ::access("/usr/bin/redis-server", R_OK) == 0 ? "/usr/bin/redis-server" : "";
-  modes_ = tracer::choose_modes(options_.force_fallback, redis_binary);
+  // The uprobes are loaded whenever they may be used: which entry points a process gives is decided
+  // per process when its uprobes are attached (Debian's redis-server, Valkey, a from-source build).
+  modes_ = tracer::choose_modes(options_.force_fallback, "");
+  modes_.redis = options_.force_fallback
+                     ? tracer::FamilyChoice{tracer::Mode::info_polling, "fallback forced: fork reasons from INFO"}
+                     : tracer::FamilyChoice{tracer::Mode::uprobe, "per process: the fork entry points its binary gives"};
   tracer_ = std::make_unique<tracer::Tracer>(modes_, tracer::TracerOptions{.ringbuf_bytes = options_.ringbuf_kb * 1024,
                                                                             .max_targets = options_.max_targets,
                                                                             .max_episodes = options_.max_episodes});

@@ -239,7 +239,8 @@ void Metrics::add_target(const std::string& t) {
 
 void Metrics::set_probe_modes(const tracer::ProbeReport& m) {
   const std::pair<const char*, const tracer::FamilyChoice*> families[] = {
-      {"fork", &m.fork}, {"cow_fault", &m.cow_fault}, {"thp", &m.thp}, {"stall", &m.stall}, {"redis", &m.redis}};
+      {"fork", &m.fork},   {"cow_fault", &m.cow_fault}, {"thp", &m.thp}, {"stall", &m.stall},
+      {"redis", &m.redis}, {"kernel_copies", &m.kernel_copies}};
   for (const auto& [family, c] : families) probe_info_.Add({{"family", family}, {"mode", tracer::mode_name(c->mode)}}).Set(1);
 }
 

@@ -48,6 +48,8 @@ ordered_json to_json(const Report& r) {
                  {"thp", tracer::mode_name(r.probes.thp.mode)},
                  {"stall", tracer::mode_name(r.probes.stall.mode)},
                  {"redis", tracer::mode_name(r.probes.redis.mode)},
+                 {"redis_why", r.probes.redis.why},
+                 {"kernel_copies", tracer::mode_name(r.probes.kernel_copies.mode)},
                  {"huge_alloc", r.huge_alloc.mode == tracer::Mode::unavailable ? "off" : tracer::mode_name(r.huge_alloc.mode)},
                  {"forced_fallback", r.probes.forced_fallback}};
   j["capture"] = {{"duration_s", r.duration_s}, {"start_monotonic_ns", r.start_monotonic_ns}};
@@ -129,6 +131,10 @@ std::string to_text(const Report& r) {
                    tracer::mode_name(r.probes.cow_fault.mode), tracer::mode_name(r.probes.thp.mode),
                    tracer::mode_name(r.probes.stall.mode), tracer::mode_name(r.probes.redis.mode),
                    r.probes.forced_fallback ? " (fallback forced)" : ""));
+  if (r.probes.redis.mode == tracer::Mode::uprobe || r.probes.redis.mode == tracer::Mode::info_polling)
+    line(fmt::format("redis fork reasons: {}", r.probes.redis.why));
+  if (r.probes.kernel_copies.mode == tracer::Mode::unavailable)
+    line(fmt::format("kernel-made copies: not counted ({})", r.probes.kernel_copies.why));
   if (r.huge_alloc.mode == tracer::Mode::unavailable)
     line(fmt::format("huge page allocations: not counted ({})", r.huge_alloc.why));
   else

@@ -4,16 +4,14 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <linux/bpf.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <map>
-#include <set>
 
 #include "proc/proc.h"
+#include "tracer/entry_points.h"
 
 namespace thptrace::tracer {
 namespace {
@@ -64,6 +62,24 @@ bool try_tracing(bpf_attach_type type, int btf_id, std::string& failure) {
   }
   ::close(link);
   return true;
+}
+
+// x86 reports a fault taken in kernel mode (copy_to_user into a page shared after fork) on
+// page_fault_kernel, not page_fault_user (arch/x86/mm/fault.c, trace_page_fault_entries, 3.13+).
+FamilyChoice kernel_copies_choice(FeatureProbe& fp, const ProbeReport& r) {
+  const char* lost = ": write faults the kernel takes in read()/recv() into a buffer shared with a fork child are not counted";
+  switch (r.cow_fault.mode) {
+    case Mode::fentry: return {Mode::fentry, "do_wp_page sees the kernel's own write faults with the rest"};
+    case Mode::tp_btf:
+      if (fp.tp_btf("page_fault_kernel")) return {Mode::tp_btf, "tp_btf/page_fault_kernel loads and attaches"};
+      [[fallthrough]];
+    case Mode::raw_tp: {
+      const std::string why = r.cow_fault.mode == Mode::tp_btf ? fp.last_failure() + "; " : "";
+      if (fp.raw_tp("page_fault_kernel")) return {Mode::raw_tp, why + "raw_tp/page_fault_kernel works"};
+      return {Mode::unavailable, why + fp.last_failure() + lost};
+    }
+    default: return {Mode::unavailable, std::string("the cow_fault family is unavailable") + lost};
+  }
 }
 
 }  // namespace
@@ -165,49 +181,6 @@ bool FeatureProbe::bpf_atomics() {
 
 int FeatureProbe::ringbuf() { return libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, nullptr); }
 
-const std::vector<std::string>& redis_uprobe_symbols() {
-  static const std::vector<std::string> s = {"rdbSaveBackground", "rdbSaveToSlavesSockets",
-                                             "rewriteAppendOnlyFileBackground", "startBgsaveForReplication",
-                                             "redisFork"};
-  return s;
-}
-
-const std::vector<std::string>& redis_required_symbols() {
-  // redisFork only marks module forks; a Redis without it still gets every other reason.
-  static const std::vector<std::string> s(redis_uprobe_symbols().begin(), redis_uprobe_symbols().end() - 1);
-  return s;
-}
-
-std::vector<std::string> missing_symbols(const std::string& elf_path, const std::vector<std::string>& symbols) {
-  std::set<std::string> want(symbols.begin(), symbols.end());
-  elf_version(EV_CURRENT);
-  const int fd = ::open(elf_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return symbols;
-  FdCloser closer{fd};
-  Elf* elf = elf_begin(fd, ELF_C_READ, nullptr);
-  if (!elf) return symbols;
-  Elf_Scn* scn = nullptr;
-  while ((scn = elf_nextscn(elf, scn)) != nullptr && !want.empty()) {
-    GElf_Shdr shdr;
-    if (!gelf_getshdr(scn, &shdr) || (shdr.sh_type != SHT_SYMTAB && shdr.sh_type != SHT_DYNSYM)) continue;
-    Elf_Data* data = elf_getdata(scn, nullptr);
-    if (!data || shdr.sh_entsize == 0) continue;
-    const size_t n = shdr.sh_size / shdr.sh_entsize;
-    for (size_t i = 0; i < n; ++i) {
-      GElf_Sym sym;
-      if (!gelf_getsym(data, static_cast<int>(i), &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
-          sym.st_value == 0)
-        continue;
-      if (const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name)) want.erase(name);
-    }
-  }
-  elf_end(elf);
-  std::vector<std::string> missing;
-  for (const auto& s : symbols)
-    if (want.count(s)) missing.push_back(s);
-  return missing;
-}
-
 ProbeReport choose_modes(bool force_fallback, const std::string& redis_exe) {
   FeatureProbe fp;
   ProbeReport r;
@@ -257,15 +230,16 @@ ProbeReport choose_modes(bool force_fallback, const std::string& redis_exe) {
     r.cow_fault = tracepoint_family({"page_fault_user", "mm_page_alloc"});
     r.cow_fault.why = why + "; page_fault_user: " + r.cow_fault.why;
   }
+  r.kernel_copies = kernel_copies_choice(fp, r);
 
   if (redis_exe.empty()) {
     r.redis = {Mode::unavailable, "no redis-server process watched"};
   } else if (force_fallback) {
     r.redis = {Mode::info_polling, "fallback forced: fork reasons from INFO"};
-  } else if (const auto missing = missing_symbols(redis_exe, redis_required_symbols()); !missing.empty()) {
-    r.redis = {Mode::info_polling, redis_exe + " does not export " + missing.front() + " (LTO build?): fork reasons from INFO"};
   } else {
-    r.redis = {Mode::uprobe, redis_exe + " exports the fork entry points"};
+    // Each entry point on its own: a missing one costs the labels that need it (entry_points.h).
+    const auto entry_points = find_entry_points(redis_exe);
+    r.redis = {entry_points.anchors() ? Mode::uprobe : Mode::info_polling, redis_exe + ": " + describe(entry_points)};
   }
   return r;
 }

@@ -22,6 +22,10 @@ struct ProbeReport {
   bool bpf_atomics = false;
   std::string kernel_release;
   FamilyChoice fork, cow_fault, thp, stall, redis;
+  // Write faults the kernel takes on the process's behalf (read()/recv() into a page shared with a
+  // fork child): fentry when do_wp_page counts them with the rest, else the page_fault_kernel
+  // tracepoint in the cow_fault family's style, else unavailable (those copies are then missed).
+  FamilyChoice kernel_copies;
   bool forced_fallback = false;
   // Non-empty when the kernel lacks something every capture needs (below the minimum kernel): one
   // sentence naming it. The Tracer refuses to start with it.
@@ -53,10 +57,5 @@ class FeatureProbe {
 // redis_exe names the redis-server binary whose exported symbols decide the redis family; "" means
 // no Redis process is being watched.
 ProbeReport choose_modes(bool force_fallback, const std::string& redis_exe);
-
-// The Redis entry points thptrace puts uprobes on, and which of them an ELF binary exports.
-const std::vector<std::string>& redis_uprobe_symbols();
-const std::vector<std::string>& redis_required_symbols();
-std::vector<std::string> missing_symbols(const std::string& elf_path, const std::vector<std::string>& symbols);
 
 }  // namespace thptrace::tracer

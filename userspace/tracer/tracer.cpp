@@ -10,11 +10,13 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <map>
 
 #include "common/error.h"
 #include "common/log.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
+#include "tracer/entry_points.h"
 #include "thptrace_bpf.skel.h"
 
 namespace thptrace::tracer {
@@ -51,6 +53,7 @@ std::vector<ProgramSet> program_table(::thptrace_bpf* s) {
       {p.wp_fentry, "cow_fault", Mode::fentry},     {p.wp_fexit, "cow_fault", Mode::fentry},
       {p.huge_wp_fentry, "cow_fault", Mode::fentry}, {p.huge_wp_fexit, "cow_fault", Mode::fentry},
       {p.fault_btf, "cow_fault", Mode::tp_btf},     {p.fault_raw, "cow_fault", Mode::raw_tp},
+      {p.kfault_btf, "kernel_copies", Mode::tp_btf}, {p.kfault_raw, "kernel_copies", Mode::raw_tp},
       {p.khugepaged_scan_btf, "thp", Mode::tp_btf}, {p.khugepaged_scan_raw, "thp", Mode::raw_tp},
       {p.collapse_btf, "thp", Mode::tp_btf},        {p.collapse_raw, "thp", Mode::raw_tp},
       {p.compaction_begin_btf, "stall", Mode::tp_btf}, {p.compaction_begin_raw, "stall", Mode::raw_tp},
@@ -78,6 +81,7 @@ FamilyChoice& family_choice(ProbeReport& r, const std::string& family) {
   if (family == "cow_fault") return r.cow_fault;
   if (family == "thp") return r.thp;
   if (family == "stall") return r.stall;
+  if (family == "kernel_copies") return r.kernel_copies;
   return r.redis;
 }
 
@@ -86,6 +90,7 @@ Mode family_mode(const ProbeReport& r, const std::string& family) {
   if (family == "cow_fault") return r.cow_fault.mode;
   if (family == "thp") return r.thp.mode;
   if (family == "stall") return r.stall.mode;
+  if (family == "kernel_copies") return r.kernel_copies.mode;
   return r.redis.mode;
 }
 
@@ -134,6 +139,8 @@ int Tracer::load(const char* only_family, const TracerOptions& sizes) {
   bpf_program* alloc = select_programs(skel.get(), modes_, only_family);
   bpf_map__set_max_entries(skel->maps.events, static_cast<__u32>(sizes.ringbuf_bytes));
   bpf_map__set_max_entries(skel->maps.targets, std::max<uint32_t>(sizes.max_targets, 1));
+  // One entry per watched Redis process, so it fills no sooner than the targets map.
+  bpf_map__set_max_entries(skel->maps.redis_anchors, std::max<uint32_t>(sizes.max_targets, 1));
   bpf_map__set_max_entries(skel->maps.episodes, std::max<uint32_t>(sizes.max_episodes, 1));
   if (const int err = thptrace_bpf__load(skel.get()); err) return err < 0 ? err : -err;
   if (!only_family) {
@@ -170,7 +177,7 @@ Tracer::Tracer(const ProbeReport& modes, const TracerOptions& options) : modes_(
     // EPERM too is looked at per family: a kernel can refuse one attach type with it (fentry here,
     // on the CI host) while taking the rest.
     bool moved = false;
-    for (const char* family : {"fork", "cow_fault", "thp", "stall", "redis"}) {
+    for (const char* family : {"fork", "cow_fault", "thp", "stall", "redis", "kernel_copies"}) {
       FamilyChoice& c = family_choice(modes_, family);
       if (c.mode == Mode::unavailable || c.mode == Mode::info_polling) continue;
       const int ferr = load(family, sizes);
@@ -183,6 +190,10 @@ Tracer::Tracer(const ProbeReport& modes, const TracerOptions& options) : modes_(
       c.mode = next;
       moved = true;
     }
+    // Under fentry do_wp_page counts the kernel's own write faults; a COW family moved down to a
+    // tracepoint needs page_fault_kernel in the same mode for them.
+    if (modes_.kernel_copies.mode == Mode::fentry && modes_.cow_fault.mode != Mode::fentry)
+      modes_.kernel_copies = {modes_.cow_fault.mode, "follows the cow_fault family, moved down from fentry"};
     if (!moved && (err == -EPERM || err == -EACCES))
       throw FatalError(kExitRuntime,
                        "the kernel refused to load thptrace's BPF programs (permission denied): run as root or "
@@ -288,43 +299,52 @@ bool Tracer::attach_redis(pid_t pid, std::string* why) {
     if (why) *why = "the redis family is in mode " + std::string(mode_name(modes_.redis.mode));
     return false;
   }
+  // Through the process's own view of its binary, so it works across mount namespaces.
   const std::string binary = "/proc/" + std::to_string(pid) + "/exe";
-  struct Probe {
-    bpf_program* prog;
-    const char* func;
-    bool ret;
-    bool required;
-  };
+  auto entry_points = find_entry_points(binary);
   auto& p = skel_->progs;
-  const Probe probes[] = {
-      {p.rdb_bgsave_enter, "rdbSaveBackground", false, true},
-      {p.rdb_bgsave_exit, "rdbSaveBackground", true, true},
-      {p.rdb_sockets_enter, "rdbSaveToSlavesSockets", false, true},
-      {p.rdb_sockets_exit, "rdbSaveToSlavesSockets", true, true},
-      {p.aof_rewrite_enter, "rewriteAppendOnlyFileBackground", false, true},
-      {p.aof_rewrite_exit, "rewriteAppendOnlyFileBackground", true, true},
-      {p.repl_bgsave_enter, "startBgsaveForReplication", false, true},
-      {p.repl_bgsave_exit, "startBgsaveForReplication", true, true},
-      {p.redis_fork_enter, "redisFork", false, false},
-      {p.redis_fork_exit, "redisFork", true, false},
+  const std::map<uint32_t, std::pair<bpf_program*, bpf_program*>> programs = {
+      {REDIS_ANCHOR_FORK, {p.redis_fork_enter, p.redis_fork_exit}},
+      {REDIS_ANCHOR_REPLICATION, {p.repl_bgsave_enter, p.repl_bgsave_exit}},
+      {REDIS_ANCHOR_RDB_SOCKETS, {p.rdb_sockets_enter, p.rdb_sockets_exit}},
+      {REDIS_ANCHOR_RDB_BACKGROUND, {p.rdb_bgsave_enter, p.rdb_bgsave_exit}},
+      {REDIS_ANCHOR_AOF_REWRITE, {p.aof_rewrite_enter, p.aof_rewrite_exit}},
   };
+  // Each entry point on its own: one that does not attach costs only the labels that need it.
   std::vector<LinkPtr> links;
-  for (const auto& probe : probes) {
-    LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = probe.ret, .func_name = probe.func);
-    bpf_link* link = bpf_program__attach_uprobe_opts(probe.prog, pid, binary.c_str(), 0, &opts);
-    if (!link) {
-      if (!probe.required) continue;
-      if (why) *why = std::string("cannot attach a uprobe on ") + probe.func + ": " + std::strerror(errno);
-      return false;
+  for (auto& found : entry_points.found) {
+    if (found.symbol.empty()) continue;
+    const auto& [enter, exit] = programs.at(found.entry->anchor);
+    LinkPtr pair[2];
+    for (const bool ret : {false, true}) {
+      LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret, .func_name = found.symbol.c_str());
+      pair[ret].reset(bpf_program__attach_uprobe_opts(ret ? exit : enter, pid, binary.c_str(), 0, &opts));
+      if (!pair[ret]) {
+        found.why = "cannot attach a uprobe on " + found.symbol + ": " + std::strerror(errno);
+        found.symbol.clear();
+        break;
+      }
     }
-    links.emplace_back(link);
+    if (found.symbol.empty()) continue;
+    for (auto& l : pair) links.push_back(std::move(l));
+  }
+  const __u32 key = static_cast<__u32>(pid), anchors = entry_points.anchors();
+  if (why) *why = describe(entry_points);
+  if (!anchors) return false;
+  if (bpf_map__update_elem(skel_->maps.redis_anchors, &key, sizeof key, &anchors, sizeof anchors, BPF_ANY)) {
+    if (why) *why = std::string("cannot record the entry points of pid ") + std::to_string(pid) + ": " + std::strerror(errno);
+    return false;
   }
   auto& mine = uprobe_links_[pid];
   for (auto& l : links) mine.push_back(std::move(l));
   return true;
 }
 
-void Tracer::detach_uprobes(pid_t pid) { uprobe_links_.erase(pid); }
+void Tracer::detach_uprobes(pid_t pid) {
+  uprobe_links_.erase(pid);
+  const __u32 key = static_cast<__u32>(pid);
+  bpf_map__delete_elem(skel_->maps.redis_anchors, &key, sizeof key, 0);
+}
 
 bool Tracer::attach_libc_fork(pid_t pid, std::string* why) {
   // The libc the process maps, reached through its root so it works across mount namespaces.

@@ -70,8 +70,9 @@ class Tracer {
   bool watch(pid_t tgid, std::string* why = nullptr);
   bool watching(pid_t tgid) const { return watched_.contains(tgid); }
   void unwatch(pid_t tgid);
-  // Puts the Redis uprobes on the binary of `pid` (through /proc/PID/exe, so it works across mount
-  // namespaces). Returns false with *why set when they cannot be attached.
+  // Puts the Redis/Valkey uprobes on the binary of `pid` (through /proc/PID/exe, so it works across
+  // mount namespaces), each entry point the binary gives (entry_points.h). *why says which it gave
+  // and which labels are left to INFO; false when none attached.
   bool attach_redis(pid_t pid, std::string* why);
   // Detaches every uprobe (Redis and libc) of `pid`.
   void detach_uprobes(pid_t pid);
