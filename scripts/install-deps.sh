@@ -17,6 +17,10 @@ packages=(
   # runtime peers used by the demo and the tests
   redis-server redis-tools procps openssl  # openssl: the TLS tests make their CA and certificates
   qemu-system-x86 busybox-static cpio kmod  # kernel matrix (tests/vm/guest.sh)
+  # Valkey 8.0.1 and Redis 8.0.2 (tests/servers/fetch.sh: fetched with a private apt configuration into
+  # /var/cache/thptrace-servers, not installed): the libraries the extracted valkey binaries link, and
+  # flock and dpkg-deb; Redis builds with build-essential
+  libjemalloc2 liblzf1 libsystemd0 libssl3 libatomic1 util-linux dpkg
   prometheus python3-yaml systemd  # deploy checks (tests/deploy/check.sh)
   libclang-rt-14-dev  # fuzzing (tests/fuzz): libFuzzer and the sanitizer runtimes for clang
   bpftrace curl  # benchmarks (tests/bench/bpf_cost.sh compares against a bpftrace one-liner)
