@@ -7,6 +7,7 @@
 #include <atomic>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "common/caps.h"
@@ -17,6 +18,7 @@
 #include "proc/sampler.h"
 #include "cli/redis_setup.h"
 #include "redis/watcher.h"
+#include "report/inputs.h"
 #include "report/report.h"
 #include "thptrace/version.h"
 #include "tracer/tracer.h"
@@ -123,7 +125,12 @@ int run_capture(const CaptureOptions& o) {
              o.duration_s ? fmt::format(" for {:.0f} s", *o.duration_s) : std::string());
 
   correlate::Correlator correlator(static_cast<uint32_t>(o.pid));
-  const auto on_event = [&](const thptrace_event& e) { correlator.on_event(e); };
+  const char* record_path = std::getenv("THPTRACE_RECORD_INPUTS");
+  report::CaptureInputs recorded;
+  const auto on_event = [&](const thptrace_event& e) {
+    if (record_path) recorded.events.push_back(e);
+    correlator.on_event(e);
+  };
   const uint64_t start = proc::monotonic_ns();
   const uint64_t deadline = o.duration_s ? start + static_cast<uint64_t>(*o.duration_s * 1e9) : UINT64_MAX;
   while (!g_stop && proc::monotonic_ns() < deadline && !correlator.target_exited()) {
@@ -136,7 +143,10 @@ int run_capture(const CaptureOptions& o) {
   tracer.poll(0, on_event);  // drain what arrived before we stopped
   const uint64_t end = proc::monotonic_ns();
 
-  for (const auto& ep : tracer.episodes_of(o.pid)) correlator.on_final_episode(ep);
+  for (const auto& ep : tracer.episodes_of(o.pid)) {
+    if (record_path) recorded.final_episodes.push_back(ep);
+    correlator.on_final_episode(ep);
+  }
   const auto target_counters = tracer.target(o.pid).value_or(thptrace_target{});
   const uint64_t dropped = tracer.dropped();
   const auto samples = sampler.stop();
@@ -202,6 +212,25 @@ int run_capture(const CaptureOptions& o) {
     r.redis = rs;
   }
 
+  if (record_path) {
+    recorded.version = kVersion;
+    recorded.system = system;
+    recorded.pid = o.pid;
+    recorded.comm = status->name;
+    recorded.status_thp_enabled = status->thp_enabled;
+    recorded.probes = used;
+    recorded.huge_alloc = huge_alloc;
+    recorded.start_ns = start;
+    recorded.end_ns = end;
+    recorded.target = target_counters;
+    recorded.dropped = dropped;
+    recorded.samples = samples;
+    if (redis_addr) recorded.redis_address = redis_addr->str();
+    recorded.timeline = timeline;
+    recorded.facts = facts;
+    recorded.redis_error = redis_error;
+    std::ofstream(record_path) << report::inputs_to_json(recorded).dump(1) << "\n";
+  }
   std::cout << report::to_text(r) << std::flush;
   if (!o.json_path.empty()) {
     std::string error;

@@ -17,6 +17,7 @@
 #include "daemon/discovery.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
+#include "report/inputs.h"
 
 namespace thptrace::daemon {
 namespace {
@@ -61,7 +62,12 @@ std::string address_from_title(const std::string& cmdline) {
   return parsed->str();
 }
 
+void Daemon::record(const nlohmann::ordered_json& step) {
+  if (record_) *record_ << step.dump() << "\n";
+}
+
 Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
+  if (const char* path = std::getenv("THPTRACE_RECORD_INPUTS")) record_ = std::make_unique<std::ofstream>(path);
   {
     std::string error;
     auto credentials = redis::load_credentials(options_.redis_settings, &error);
@@ -84,6 +90,9 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
   modes_ = tracer_->modes();  // the Tracer may have moved a family the kernel refused down its chain
   tracer_->attach();
   metrics_.set_probe_modes(modes_);
+  record({{"probes", {{"fork", report::choice_json(modes_.fork)}, {"cow_fault", report::choice_json(modes_.cow_fault)},
+                      {"thp", report::choice_json(modes_.thp)}, {"stall", report::choice_json(modes_.stall)},
+                      {"redis", report::choice_json(modes_.redis)}}}});
   for (const auto& text : options_.redis) {
     const auto addr = redis::parse_address(text);
     if (!addr) throw FatalError(kExitUsage, "--redis " + text + ": expected " + redis::kAddressForms + ".");
@@ -119,6 +128,7 @@ Daemon::Target& Daemon::add_target(const std::string& label, std::vector<redis::
   if (!routes.empty()) t->address = routes.front().address;
   t->discovered = discovered;
   metrics_.add_target(label);
+  record({{"add_target", label}, {"pid", pid}, {"watched", !routes.empty()}});
   if (pid) follow_pid(*t, pid);
   if (!routes.empty()) {
     Target* raw = t.get();
@@ -149,6 +159,7 @@ void Daemon::follow_pid(Target& t, pid_t pid) {
   }
   t.pid = pid;
   t.last = {};
+  record({{"follow", t.label}, {"pid", pid}});
   t.untraced = false;
   metrics_.set_untraced(t.label, false);
   if (pid) trace_pid(t);
@@ -167,6 +178,7 @@ void Daemon::drain_snapshots() {
     batch.swap(inbox_);
   }
   for (auto& [t, s] : batch) {
+    record({{"snapshot", report::snapshot_json(s)}, {"target", t->label}});
     metrics_.set_redis(t->label, s);
     if (!s.up) continue;
     // A new process_id is a restart: trace the new process, release the old one.
@@ -184,6 +196,7 @@ void Daemon::drain_snapshots() {
 void Daemon::on_event(const thptrace_event& e) {
   Target* t = target_of(static_cast<pid_t>(e.tgid));
   if (!t) return;
+  record({{"event", report::event_json(e)}, {"now", proc::monotonic_ns()}, {"target", t->label}});
   switch (e.type) {
     case EV_FORK:
       t->unexported_forks[e.child_pid] = e.ts_ns;
@@ -217,6 +230,8 @@ void Daemon::on_event(const thptrace_event& e) {
 
 void Daemon::settle_episodes(bool all) {
   const auto now = std::chrono::steady_clock::now();
+  if (!pending_episodes_.empty())
+    record({{"settle", all}, {"now", std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()}});
   std::erase_if(pending_episodes_, [&](PendingEpisode& p) {
     Target& t = *p.target;
     const bool seen_after = !t.recent.empty() && t.recent.back().sent_ns > p.episode.exit_ts_ns;
@@ -234,6 +249,9 @@ void Daemon::housekeeping() {
   metrics_.set_thp_mode(sys.thp_enabled, sys.thp_defrag);
   const uint64_t now = proc::monotonic_ns();
   const auto vm = proc::read_vmstat();
+  nlohmann::ordered_json step = {{"housekeeping", now}, {"thp_enabled", sys.thp_enabled}, {"thp_defrag", sys.thp_defrag}};
+  if (auto it = vm.find("thp_split_pmd"); it != vm.end()) step["thp_split_pmd"] = it->second;
+  step["targets"] = nlohmann::ordered_json::array();
   if (auto it = vm.find("thp_split_pmd"); it != vm.end()) split_samples_.emplace_back(now, it->second);
   while (!split_samples_.empty() && now - split_samples_.front().first > kRecentNs) split_samples_.pop_front();
 
@@ -243,7 +261,10 @@ void Daemon::housekeeping() {
     std::erase_if(t->unexported_forks, [now](const auto& f) { return now > f.second + kLongestForkNs; });
     if (t->pid && !proc::process_exists(t->pid)) follow_pid(*t, 0);
     if (!t->pid) continue;
-    if (const auto k = tracer_->target(t->pid)) {
+    nlohmann::ordered_json ts = {{"target", t->label}};
+    const auto k = tracer_->target(t->pid);
+    if (k) ts["counters"] = report::target_json(*k);
+    if (k) {
       metrics_.add_cow_faults(t->label, k->cow_faults - t->last.cow_faults, k->child_cow_faults - t->last.child_cow_faults);
       const uint64_t splits = modes_.cow_fault.mode == tracer::Mode::fentry ? k->thp_splits - t->last.thp_splits : 0;
       metrics_.add_thp(t->label, splits, k->thp_collapses - t->last.thp_collapses);
@@ -251,6 +272,9 @@ void Daemon::housekeeping() {
       t->last = *k;
     }
     const auto s = proc::take_sample(t->pid);
+    ts["sample"] = {{"target_alive", s.target_alive}, {"rss_kb", s.rss_kb}, {"anon_huge_pages_kb", s.anon_huge_pages_kb},
+                    {"thp_enabled", s.thp_enabled ? nlohmann::ordered_json(*s.thp_enabled) : nlohmann::ordered_json(nullptr)}};
+    step["targets"].push_back(std::move(ts));
     if (s.target_alive) metrics_.set_memory(t->label, s.rss_kb * 1024, s.anon_huge_pages_kb * 1024, s.thp_enabled);
   }
 
@@ -270,6 +294,8 @@ void Daemon::housekeeping() {
   });
 
   const uint64_t dropped = tracer_->dropped();
+  step["dropped"] = dropped;
+  record(step);
   if (dropped > last_dropped_) metrics_.add_dropped(dropped - last_dropped_);
   last_dropped_ = dropped;
   if (std::chrono::steady_clock::now() >= next_upkeep_) upkeep();
@@ -355,6 +381,10 @@ int Daemon::run() {
     }
   }
   settle_episodes(true);
+  if (record_) {
+    record({{"end", true}});
+    std::ofstream(std::getenv("THPTRACE_RECORD_INPUTS") + std::string(".metrics")) << metrics_.exposition();
+  }
   fmt::print(stderr, "thptrace: daemon stopping\n");
   return kExitOk;
 }

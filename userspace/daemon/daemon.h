@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <deque>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,7 @@
 #include "daemon/metrics.h"
 #include "daemon/options.h"
 #include "redis/watcher.h"
+#include <nlohmann/json.hpp>
 #include "tracer/tracer.h"
 
 namespace thptrace::daemon {
@@ -98,6 +100,10 @@ class Daemon {
   uint64_t last_dropped_ = 0;
   std::chrono::steady_clock::time_point next_upkeep_{};
   std::map<std::string, std::pair<uint64_t, uint64_t>> program_cost_;  // name -> (runs, ns) exported
+  // THPTRACE_RECORD_INPUTS=PATH: every input of the loop, one JSON document a line, and the metrics
+  // at the end (PATH.metrics), so the daemon's metrics can be recomputed from a recorded run.
+  std::unique_ptr<std::ofstream> record_;
+  void record(const nlohmann::ordered_json& step);
 };
 
 }  // namespace thptrace::daemon

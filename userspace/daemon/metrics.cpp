@@ -1,6 +1,9 @@
 #include "daemon/metrics.h"
 
+#include <prometheus/text_serializer.h>
+
 #include <cmath>
+#include <sstream>
 #include <limits>
 
 #include "common/error.h"
@@ -321,5 +324,13 @@ void Metrics::add_program_cost(const std::string& program, uint64_t runs, uint64
 }
 
 void Metrics::set_bpf_stats_enabled(bool enabled) { bpf_stats_enabled_.Add({}).Set(enabled ? 1 : 0); }
+
+std::string Metrics::exposition() const {
+  auto families = registry_->Collect();
+  for (auto& f : mirror_->Collect()) families.push_back(std::move(f));
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, families);
+  return out.str();
+}
 
 }  // namespace thptrace::daemon

@@ -54,6 +54,8 @@ class Metrics {
   void add_dropped(uint64_t n);
   void set_memory(const std::string& target, uint64_t rss_bytes, uint64_t anon_huge_bytes, std::optional<bool> thp_enabled);
   void set_redis(const std::string& target, const redis::Snapshot& s);
+  // The text exposition of every thptrace_* series (what /metrics serves, without the exposer's own).
+  std::string exposition() const;
 
   // Long-run health of the kernel side (daemon/upkeep.cpp).
   void add_untracked_forks(const std::string& target, uint64_t n);

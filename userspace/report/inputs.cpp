@@ -1,0 +1,248 @@
+#include "report/inputs.h"
+
+namespace thptrace::report {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+// The ABI structs are written field by field (not as bytes) so a recording survives a field added
+// to them: a field the file lacks reads as zero.
+#define THPTRACE_EPISODE_FIELDS(X)                                                                          \
+  X(parent_tgid) X(child_pid) X(reason) X(redis_ctx) X(fork_ts_ns) X(exit_ts_ns) X(clone_start_ns)          \
+  X(clone_end_ns) X(libc_fork_ns) X(cow_faults) X(child_cow_faults) X(huge_cow_faults) X(thp_splits)        \
+  X(huge_allocs) X(fault_ns_total) X(fault_ns_count) X(compaction_stalls) X(compaction_ns) X(reclaim_stalls) \
+  X(reclaim_ns)
+#define THPTRACE_TARGET_FIELDS(X)                                                                        \
+  X(cow_faults) X(child_cow_faults) X(huge_cow_faults) X(thp_splits) X(huge_allocs) X(khugepaged_scans) \
+  X(thp_collapses) X(compaction_stalls) X(compaction_ns) X(reclaim_stalls) X(reclaim_ns) X(fault_ns_total) \
+  X(fault_ns_count) X(untracked_forks)
+#define THPTRACE_EVENT_FIELDS(X) X(type) X(tgid) X(pid) X(child_pid) X(ts_ns) X(start_ns) X(value) X(value2)
+
+template <typename T, size_t N>
+ordered_json array_json(const T (&a)[N]) {
+  bool any = false;
+  for (const auto& v : a) any = any || v != 0;
+  if (!any) return ordered_json::array();
+  return ordered_json(std::vector<T>(a, a + N));
+}
+
+template <typename T, size_t N>
+void array_from(const json& j, const char* key, T (&a)[N]) {
+  if (!j.contains(key)) return;
+  const auto& v = j.at(key);
+  for (size_t i = 0; i < N && i < v.size(); ++i) a[i] = v.at(i).get<T>();
+}
+
+template <typename T>
+void field_from(const json& j, const char* key, T& out) {
+  if (j.contains(key)) out = j.at(key).get<T>();
+}
+
+}  // namespace
+
+ordered_json episode_json(const thptrace_episode& e) {
+  ordered_json j;
+#define X(f) j[#f] = e.f;
+  THPTRACE_EPISODE_FIELDS(X)
+#undef X
+  j["fault_lat"] = array_json(e.fault_lat);
+  return j;
+}
+
+thptrace_episode episode_from(const json& j) {
+  thptrace_episode e{};
+#define X(f) field_from(j, #f, e.f);
+  THPTRACE_EPISODE_FIELDS(X)
+#undef X
+  array_from(j, "fault_lat", e.fault_lat);
+  return e;
+}
+
+ordered_json event_json(const thptrace_event& e) {
+  ordered_json j;
+#define X(f) j[#f] = e.f;
+  THPTRACE_EVENT_FIELDS(X)
+#undef X
+  if (e.type == EV_CHILD_EXIT) j["episode"] = episode_json(e.episode);
+  return j;
+}
+
+thptrace_event event_from(const json& j) {
+  thptrace_event e{};
+#define X(f) field_from(j, #f, e.f);
+  THPTRACE_EVENT_FIELDS(X)
+#undef X
+  if (j.contains("episode")) e.episode = episode_from(j.at("episode"));
+  return e;
+}
+
+ordered_json target_json(const thptrace_target& t) {
+  ordered_json j;
+  j["active"] = array_json(t.active);
+#define X(f) j[#f] = t.f;
+  THPTRACE_TARGET_FIELDS(X)
+#undef X
+  j["fault_lat"] = array_json(t.fault_lat);
+  return j;
+}
+
+thptrace_target target_from(const json& j) {
+  thptrace_target t{};
+  array_from(j, "active", t.active);
+#define X(f) field_from(j, #f, t.f);
+  THPTRACE_TARGET_FIELDS(X)
+#undef X
+  array_from(j, "fault_lat", t.fault_lat);
+  return t;
+}
+
+tracer::Mode mode_from(const std::string& name) {
+  for (const auto m : {tracer::Mode::fentry, tracer::Mode::tp_btf, tracer::Mode::raw_tp, tracer::Mode::uprobe,
+                       tracer::Mode::info_polling, tracer::Mode::unavailable})
+    if (name == tracer::mode_name(m)) return m;
+  return tracer::Mode::unavailable;
+}
+
+ordered_json choice_json(const tracer::FamilyChoice& c) { return {{"mode", tracer::mode_name(c.mode)}, {"why", c.why}}; }
+tracer::FamilyChoice choice_from(const json& j) {
+  return {mode_from(j.at("mode").get<std::string>()), j.at("why").get<std::string>()};
+}
+
+template <typename T>
+ordered_json optional_json(const std::optional<T>& v) {
+  return v ? ordered_json(*v) : ordered_json(nullptr);
+}
+template <typename T>
+std::optional<T> optional_from(const json& j, const char* key) {
+  if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+  return j.at(key).get<T>();
+}
+
+#define THPTRACE_SNAPSHOT_FIELDS(X)                                                                         \
+  X(ts_ns) X(sent_ns) X(up) X(process_id) X(total_forks) X(latest_fork_usec) X(sync_full)                   \
+  X(rdb_bgsave_in_progress) X(aof_rewrite_in_progress) X(replica_waiting_bgsave) X(current_cow_size)        \
+  X(current_fork_perc) X(current_save_keys_processed) X(rdb_last_cow_size) X(aof_last_cow_size)             \
+  X(repl_diskless_sync)
+
+ordered_json snapshot_json(const redis::Snapshot& s) {
+  ordered_json j;
+#define X(f) j[#f] = s.f;
+  THPTRACE_SNAPSHOT_FIELDS(X)
+#undef X
+  if (s.latency) j["latency"] = {{"calls", s.latency->calls}, {"cumulative", s.latency->cumulative}};
+  return j;
+}
+
+redis::Snapshot snapshot_from(const json& j) {
+  redis::Snapshot s;
+#define X(f) field_from(j, #f, s.f);
+  THPTRACE_SNAPSHOT_FIELDS(X)
+#undef X
+  if (j.contains("latency")) {
+    redis::LatencyHistogram h;
+    h.calls = j.at("latency").at("calls").get<uint64_t>();
+    const auto& c = j.at("latency").at("cumulative");
+    for (size_t i = 0; i < h.cumulative.size() && i < c.size(); ++i) h.cumulative[i] = c.at(i).get<uint64_t>();
+    s.latency = h;
+  }
+  return s;
+}
+
+ordered_json inputs_to_json(const CaptureInputs& in) {
+  ordered_json j;
+  j["version"] = in.version;
+  j["system"] = {{"kernel_release", in.system.kernel_release},
+                 {"thp_enabled", in.system.thp_enabled},
+                 {"thp_defrag", in.system.thp_defrag}};
+  j["pid"] = in.pid;
+  j["comm"] = in.comm;
+  j["status_thp_enabled"] = optional_json(in.status_thp_enabled);
+  j["probes"] = {{"btf", in.probes.btf},
+                 {"kernel_release", in.probes.kernel_release},
+                 {"fork", choice_json(in.probes.fork)},
+                 {"cow_fault", choice_json(in.probes.cow_fault)},
+                 {"thp", choice_json(in.probes.thp)},
+                 {"stall", choice_json(in.probes.stall)},
+                 {"redis", choice_json(in.probes.redis)},
+                 {"forced_fallback", in.probes.forced_fallback}};
+  j["huge_alloc"] = choice_json(in.huge_alloc);
+  j["start_ns"] = in.start_ns;
+  j["end_ns"] = in.end_ns;
+  j["events"] = ordered_json::array();
+  for (const auto& e : in.events) j["events"].push_back(event_json(e));
+  j["final_episodes"] = ordered_json::array();
+  for (const auto& e : in.final_episodes) j["final_episodes"].push_back(episode_json(e));
+  j["target"] = target_json(in.target);
+  j["dropped"] = in.dropped;
+  j["samples"] = ordered_json::array();
+  for (const auto& s : in.samples.samples())
+    j["samples"].push_back({{"ts_ns", s.ts_ns},
+                            {"target_alive", s.target_alive},
+                            {"rss_kb", s.rss_kb},
+                            {"anon_huge_pages_kb", s.anon_huge_pages_kb},
+                            {"thp_enabled", optional_json(s.thp_enabled)},
+                            {"thp_vmstat", s.thp_vmstat}});
+  j["redis_address"] = optional_json(in.redis_address);
+  j["timeline"] = ordered_json::array();
+  for (const auto& s : in.timeline) j["timeline"].push_back(snapshot_json(s));
+  if (in.facts)
+    j["facts"] = {{"version", in.facts->version},
+                  {"process_id", in.facts->process_id},
+                  {"disable_thp", in.facts->disable_thp},
+                  {"repl_diskless_sync", in.facts->repl_diskless_sync},
+                  {"executable", in.facts->executable}};
+  else
+    j["facts"] = nullptr;
+  j["redis_error"] = in.redis_error;
+  return j;
+}
+
+CaptureInputs inputs_from_json(const json& j) {
+  CaptureInputs in;
+  in.version = j.at("version").get<std::string>();
+  const auto& sys = j.at("system");
+  in.system = {sys.at("kernel_release").get<std::string>(), sys.at("thp_enabled").get<std::string>(),
+               sys.at("thp_defrag").get<std::string>()};
+  in.pid = j.at("pid").get<int>();
+  in.comm = j.at("comm").get<std::string>();
+  in.status_thp_enabled = optional_from<bool>(j, "status_thp_enabled");
+  const auto& p = j.at("probes");
+  in.probes.btf = p.at("btf").get<bool>();
+  in.probes.kernel_release = p.at("kernel_release").get<std::string>();
+  in.probes.fork = choice_from(p.at("fork"));
+  in.probes.cow_fault = choice_from(p.at("cow_fault"));
+  in.probes.thp = choice_from(p.at("thp"));
+  in.probes.stall = choice_from(p.at("stall"));
+  in.probes.redis = choice_from(p.at("redis"));
+  in.probes.forced_fallback = p.at("forced_fallback").get<bool>();
+  in.huge_alloc = choice_from(j.at("huge_alloc"));
+  in.start_ns = j.at("start_ns").get<uint64_t>();
+  in.end_ns = j.at("end_ns").get<uint64_t>();
+  for (const auto& e : j.at("events")) in.events.push_back(event_from(e));
+  for (const auto& e : j.at("final_episodes")) in.final_episodes.push_back(episode_from(e));
+  in.target = target_from(j.at("target"));
+  in.dropped = j.at("dropped").get<uint64_t>();
+  for (const auto& s : j.at("samples")) {
+    proc::Sample x;
+    x.ts_ns = s.at("ts_ns").get<uint64_t>();
+    x.target_alive = s.at("target_alive").get<bool>();
+    x.rss_kb = s.at("rss_kb").get<uint64_t>();
+    x.anon_huge_pages_kb = s.at("anon_huge_pages_kb").get<uint64_t>();
+    x.thp_enabled = optional_from<bool>(s, "thp_enabled");
+    x.thp_vmstat = s.at("thp_vmstat").get<std::map<std::string, uint64_t>>();
+    in.samples.add(std::move(x));
+  }
+  in.redis_address = optional_from<std::string>(j, "redis_address");
+  for (const auto& s : j.at("timeline")) in.timeline.push_back(snapshot_from(s));
+  if (j.contains("facts") && !j.at("facts").is_null()) {
+    const auto& f = j.at("facts");
+    in.facts = redis::ServerFacts{f.at("version").get<std::string>(), f.at("process_id").get<int64_t>(),
+                                  f.at("disable_thp").get<std::string>(), f.at("repl_diskless_sync").get<std::string>(),
+                                  f.at("executable").get<std::string>()};
+  }
+  in.redis_error = j.at("redis_error").get<std::string>();
+  return in;
+}
+
+}  // namespace thptrace::report

@@ -1,0 +1,57 @@
+#pragma once
+// Everything a capture collects that the report is computed from: the kernel's events and final
+// counters, the /proc samples, the Redis timeline and the facts read at start. A capture can write
+// them to a file (THPTRACE_RECORD_INPUTS=PATH) so the report can be recomputed and tested without
+// privilege from a recorded run.
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "proc/proc.h"
+#include "proc/sampler.h"
+#include "redis/watcher.h"
+#include "tracer/abi.h"
+#include "tracer/probe.h"
+
+namespace thptrace::report {
+
+struct CaptureInputs {
+  std::string version;
+  proc::SystemInfo system;
+  int pid = 0;
+  std::string comm;                       // /proc/PID/status Name at the start
+  std::optional<bool> status_thp_enabled; // /proc/PID/status THP_enabled at the start
+  tracer::ProbeReport probes;             // the modes in use after attach
+  tracer::FamilyChoice huge_alloc;
+  uint64_t start_ns = 0, end_ns = 0;      // CLOCK_MONOTONIC
+  std::vector<thptrace_event> events;     // ring-buffer records, in arrival order
+  std::vector<thptrace_episode> final_episodes;  // still in the kernel map at the end
+  thptrace_target target{};               // the target's kernel counters at the end
+  uint64_t dropped = 0;                   // ring-buffer records lost
+  proc::SampleSeries samples;
+  std::optional<std::string> redis_address;  // set when --redis was given
+  std::vector<redis::Snapshot> timeline;
+  std::optional<redis::ServerFacts> facts;
+  std::string redis_error;
+};
+
+// One record of each kind, as inputs_to_json writes it (the daemon's recordings use them too).
+nlohmann::ordered_json episode_json(const thptrace_episode& e);
+thptrace_episode episode_from(const nlohmann::json& j);
+nlohmann::ordered_json event_json(const thptrace_event& e);
+thptrace_event event_from(const nlohmann::json& j);
+nlohmann::ordered_json target_json(const thptrace_target& t);
+thptrace_target target_from(const nlohmann::json& j);
+nlohmann::ordered_json snapshot_json(const redis::Snapshot& s);
+redis::Snapshot snapshot_from(const nlohmann::json& j);
+nlohmann::ordered_json choice_json(const tracer::FamilyChoice& c);
+tracer::FamilyChoice choice_from(const nlohmann::json& j);
+
+nlohmann::ordered_json inputs_to_json(const CaptureInputs& in);
+// Throws nlohmann::json::exception on a malformed document.
+CaptureInputs inputs_from_json(const nlohmann::json& j);
+
+}  // namespace thptrace::report
