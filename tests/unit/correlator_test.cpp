@@ -56,13 +56,13 @@ thptrace_event exit_ev(const thptrace_episode& ep) {
 }  // namespace
 
 TEST(Correlator, OneForkFromStartToExit) {
-  Correlator c(kParent);
+  Correlator c(kParent, {.kernel_splits = true});
   c.on_event(fork_ev(200, 1'000'000'000, REASON_BGSAVE));
   c.on_event(fork_ret(200, 999'000'000, 1'002'000'000));
   auto ep = episode(200, 1'000'000'000, 1'500'000'000, 4096, REASON_BGSAVE);
   c.on_event(exit_ev(ep));
   EXPECT_EQ(c.live_children(), 0u);
-  const auto out = c.finish(SampleSeries{}, {}, "", true);
+  const auto out = c.take_remaining(true);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].reason, Reason::bgsave);
   EXPECT_EQ(out[0].reason_source, "uprobe");
@@ -74,12 +74,12 @@ TEST(Correlator, OneForkFromStartToExit) {
 }
 
 TEST(Correlator, TwoOverlappingForksKeepTheirOwnCounts) {
-  Correlator c(kParent);
+  Correlator c(kParent, {.kernel_splits = true});
   c.on_event(fork_ev(201, 1000));
   c.on_event(fork_ev(202, 2000));
   c.on_event(exit_ev(episode(202, 2000, 5000, 7)));  // the second ends first
   c.on_event(exit_ev(episode(201, 1000, 9000, 11)));
-  const auto out = c.finish(SampleSeries{}, {}, "", true);
+  const auto out = c.take_remaining(true);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].child_pid, 201u);  // ordered by fork time
   EXPECT_EQ(out[0].cow_faults, 11u);
@@ -88,11 +88,11 @@ TEST(Correlator, TwoOverlappingForksKeepTheirOwnCounts) {
 }
 
 TEST(Correlator, ChildAliveAtTheEndHasNoLifetime) {
-  Correlator c(kParent);
+  Correlator c(kParent, {.kernel_splits = true});
   c.on_event(fork_ev(300, 1000));
   EXPECT_EQ(c.live_children(), 1u);
   c.on_final_episode(episode(300, 1000, 0, 42));  // read from the map at the end
-  const auto out = c.finish(SampleSeries{}, {}, "", true);
+  const auto out = c.take_remaining(true);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_FALSE(out[0].complete());
   EXPECT_FALSE(out[0].child_lifetime_ms);
@@ -100,7 +100,7 @@ TEST(Correlator, ChildAliveAtTheEndHasNoLifetime) {
 }
 
 TEST(Correlator, TargetExitIsNotedAndOtherTargetsIgnored) {
-  Correlator c(kParent);
+  Correlator c(kParent, {.kernel_splits = true});
   thptrace_event other = fork_ev(400, 10);
   other.tgid = 999;
   c.on_event(other);
@@ -109,7 +109,7 @@ TEST(Correlator, TargetExitIsNotedAndOtherTargetsIgnored) {
   gone.tgid = kParent;
   c.on_event(gone);
   EXPECT_TRUE(c.target_exited());
-  EXPECT_TRUE(c.finish(SampleSeries{}, {}, "", true).empty());
+  EXPECT_TRUE(c.take_remaining(true).empty());
 }
 
 TEST(Correlator, ReasonsFromInfoWhenUprobesAreMissing) {
@@ -145,10 +145,83 @@ TEST(Correlator, VmstatSplitsInFallbackMode) {
     s.add(x);
   }
   Correlator c(kParent);
+  for (const auto& x : s.samples()) c.on_sample(x);
   c.on_event(fork_ev(500, 500));
   c.on_event(exit_ev(episode(500, 500, 2000, 1)));
-  const auto out = c.finish(s, {}, "", false);
+  const auto out = c.take_remaining(true);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].thp_splits, 32u);
   EXPECT_EQ(out[0].thp_splits_source, "vmstat");
+}
+
+// The daemon's use: an episode is taken once every fact of it is known, and only once.
+TEST(Correlator, StreamingWaitsForAPollAfterTheExitToNameTheReason) {
+  Correlator c(kParent, {.kernel_splits = true, .redis_polled = true, .repl_diskless_sync = "no", .bounded_history = true});
+  auto poll = [](uint64_t sent, uint64_t ts, bool rdb, int64_t forks) {
+    Snapshot s;
+    s.sent_ns = sent;
+    s.ts_ns = ts;
+    s.up = true;
+    s.rdb_bgsave_in_progress = rdb;
+    s.total_forks = forks;
+    return s;
+  };
+  c.on_snapshot(poll(90, 100, false, 0));
+  c.on_event(fork_ev(600, 1'000));
+  c.on_snapshot(poll(1'500, 1'600, true, 1));
+  c.on_event(exit_ev(episode(600, 1'000, 2'000, 7)));
+  EXPECT_TRUE(c.take_settled(2'100).empty());  // no poll sent after the exit yet
+  c.on_snapshot(poll(2'500, 2'600, false, 1));
+  const auto out = c.take_settled(2'700);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].reason, Reason::bgsave);
+  EXPECT_EQ(out[0].reason_source, "info");
+  EXPECT_EQ(out[0].cow_faults, 7u);
+  EXPECT_TRUE(c.take_settled(3'000).empty());
+  EXPECT_TRUE(c.take_remaining(true).empty());
+}
+
+TEST(Correlator, StreamingWaitsForAVmstatSampleAfterTheExitOrGivesUp) {
+  Correlator c(kParent);
+  auto sample = [](uint64_t ts, uint64_t splits) {
+    thptrace::proc::Sample x;
+    x.ts_ns = ts;
+    x.thp_vmstat["thp_split_pmd"] = splits;
+    return x;
+  };
+  c.on_sample(sample(100, 10));
+  c.on_event(fork_ev(700, 1'000));
+  c.on_event(exit_ev(episode(700, 1'000, 2'000, 1)));
+  EXPECT_TRUE(c.take_settled(2'500).empty());
+  c.on_sample(sample(3'000, 14));
+  auto out = c.take_settled(3'000);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].thp_splits, 4u);
+  // Without a later sample, the episode goes after Correlator::kSettleWaitNs with what is known.
+  c.on_event(fork_ev(701, 4'000));
+  c.on_event(exit_ev(episode(701, 4'000, 5'000, 1)));
+  EXPECT_TRUE(c.take_settled(5'000 + Correlator::kSettleWaitNs - 1).empty());
+  EXPECT_EQ(c.take_settled(5'000 + Correlator::kSettleWaitNs).size(), 1u);
+}
+
+TEST(Correlator, BoundedHistoryKeepsOnlyWhatAPendingForkNeeds) {
+  Correlator c(kParent, {.kernel_splits = true, .redis_polled = true, .repl_diskless_sync = "", .bounded_history = true});
+  const uint64_t s = 1'000'000'000;
+  for (uint64_t t = 1; t <= 20; ++t) {
+    Snapshot x;
+    x.ts_ns = x.sent_ns = t * s;
+    x.up = true;
+    c.on_snapshot(x);
+  }
+  EXPECT_LE(c.timeline().size(), 7u);  // the last 5 s and a little
+  EXPECT_GE(c.timeline().front().ts_ns, 14 * s);
+  c.on_event(fork_ev(800, 21 * s));
+  for (uint64_t t = 21; t <= 40; ++t) {
+    Snapshot x;
+    x.ts_ns = x.sent_ns = t * s;
+    x.up = true;
+    c.on_snapshot(x);
+  }
+  // The fork at 21 s is not taken yet: the history reaches back to 5 s before it.
+  EXPECT_LE(c.timeline().front().ts_ns, 21 * s);
 }

@@ -10,12 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
+
 namespace thptrace::bench {
 
 // A failure that ends the run: what() is one sentence, printed as it is (exit 1).
-class BenchError : public std::runtime_error {
+class BenchError : public RuntimeError {
  public:
-  using std::runtime_error::runtime_error;
+  using RuntimeError::RuntimeError;
 };
 
 // SIGINT/SIGTERM/SIGHUP arrived: the run unwinds, stopping what it started.
@@ -24,11 +26,6 @@ class Interrupted : public BenchError {
   Interrupted() : BenchError("interrupted by a signal") {}
 };
 
-// Bad command-line usage: what() is one sentence (exit 2).
-class BenchUsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 // What starts the "during" phase, and which Redis state ends it.
 enum class Trigger {
@@ -56,7 +53,7 @@ struct ScenarioSpec {
 // Every scenario in run order; `thp_always` and `thp_never` are the THP A/B.
 const std::vector<ScenarioSpec>& all_scenarios();
 // Expands a --scenarios list (names and the aliases `aof_rewrite`, `thp_ab`, `full_sync`, `all`)
-// into specs in run order. Throws BenchUsageError naming an unknown word.
+// into specs in run order. Throws UsageError naming an unknown word.
 std::vector<ScenarioSpec> select_scenarios(const std::string& comma_list);
 
 enum class ThpAb { automatic, on, off };
@@ -77,7 +74,7 @@ struct BenchOptions {
   bool help = false;
 };
 
-// Parses `thptrace bench` flags (argv[0] is the command's name). Throws BenchUsageError.
+// Parses `thptrace bench` flags (argv[0] is the command's name). Throws UsageError.
 BenchOptions parse_bench_options(int argc, const char* const* argv);
 std::string bench_usage();
 

@@ -53,11 +53,11 @@ po::options_description describe_options() {
 }
 
 long long integer_in(const po::variables_map& vm, const char* name, long long lo, long long hi) {
-  return thptrace::integer_in<BenchUsageError>(vm, name, lo, hi);
+  return thptrace::integer_in<UsageError>(vm, name, lo, hi);
 }
 
 double number_in(const po::variables_map& vm, const char* name, double lo, double hi) {
-  return thptrace::number_in<BenchUsageError>(vm, name, lo, hi);
+  return thptrace::number_in<UsageError>(vm, name, lo, hi);
 }
 
 std::string utc_now(const char* format) {
@@ -142,12 +142,12 @@ int run(BenchOptions o) {
                                ? "the THP A/B was skipped (--no-thp-ab)"
                                : fmt::format("the THP A/B was skipped: {} is not writable", proc::kThpEnabledPath));
   }
-  if (o.scenarios.empty()) throw BenchUsageError("no scenario left to run once the THP A/B was dropped");
+  if (o.scenarios.empty()) throw UsageError("no scenario left to run once the THP A/B was dropped");
 
   const auto& out = o.out_dir;
   std::error_code ec;
   if (std::filesystem::exists(out, ec) && !std::filesystem::is_empty(out, ec))
-    throw BenchUsageError(fmt::format("--out {}: the folder exists and is not empty", out.string()));
+    throw UsageError(fmt::format("--out {}: the folder exists and is not empty", out.string()));
   std::filesystem::create_directories(out / "captures", ec);
   if (ec) throw BenchError(fmt::format("cannot create the results folder {}: {}", out.string(), ec.message()));
 
@@ -224,7 +224,7 @@ BenchOptions parse_bench_options(int argc, const char* const* argv) {
     po::store(po::command_line_parser(n, args).options(describe_options()).positional(no_positionals).run(), out);
     po::notify(out);
   };
-  if (const auto error = parse_command_line(parse, argc, argv, vm)) throw BenchUsageError(*error);
+  if (const auto error = parse_command_line(parse, argc, argv, vm)) throw UsageError(*error);
   BenchOptions o;
   if (vm.count("help") != 0) {
     o.help = true;
@@ -239,11 +239,11 @@ BenchOptions parse_bench_options(int argc, const char* const* argv) {
   o.seconds_per_phase = number_in(vm, "seconds-per-phase", 0.1, 3600);
   o.scenarios = select_scenarios(vm["scenarios"].as<std::string>());
   if (vm["thp-ab"].as<bool>() && vm["no-thp-ab"].as<bool>())
-    throw BenchUsageError("--thp-ab and --no-thp-ab contradict each other");
+    throw UsageError("--thp-ab and --no-thp-ab contradict each other");
   o.thp_ab = vm["thp-ab"].as<bool>() ? ThpAb::on : vm["no-thp-ab"].as<bool>() ? ThpAb::off : ThpAb::automatic;
   o.out_dir = vm.count("out") != 0 ? std::filesystem::path(vm["out"].as<std::string>())
                                    : std::filesystem::path("results") / utc_now("%Y%m%dT%H%M%SZ");
-  if (o.out_dir.empty()) throw BenchUsageError("--out cannot be empty");
+  if (o.out_dir.empty()) throw UsageError("--out cannot be empty");
   return o;
 }
 
@@ -251,7 +251,7 @@ int bench_main(int argc, char** argv) {
   BenchOptions options;
   try {
     options = parse_bench_options(argc, argv);
-  } catch (const BenchUsageError& e) {
+  } catch (const UsageError& e) {
     fmt::print(stderr, "thptrace bench: {}; see thptrace bench --help.\n", e.what());
     return 2;
   }
@@ -261,7 +261,7 @@ int bench_main(int argc, char** argv) {
   }
   try {
     return run(std::move(options));
-  } catch (const BenchUsageError& e) {
+  } catch (const UsageError& e) {
     fmt::print(stderr, "thptrace bench: {}; see thptrace bench --help.\n", e.what());
     return 2;
   } catch (const std::exception& e) {

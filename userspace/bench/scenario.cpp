@@ -11,6 +11,7 @@
 #include "bench/host.h"
 #include "bench/process.h"
 #include "proc/sampler.h"
+#include "report/report.h"
 
 namespace thptrace::bench {
 namespace {
@@ -187,21 +188,6 @@ void wait_idle(RedisInstance& primary, const std::atomic<bool>& interrupted) {
   throw BenchError("redis-server kept a fork child alive after loading the dataset");
 }
 
-uint64_t to_monotonic(const nlohmann::json& offset_ms, uint64_t start_ns) {
-  if (!offset_ms.is_number()) return 0;
-  const double ns = static_cast<double>(start_ns) + offset_ms.get<double>() * 1e6;
-  return ns > 0 ? static_cast<uint64_t>(ns) : 0;
-}
-
-std::optional<double> opt_number(const nlohmann::json& j, const char* key) {
-  if (!j.contains(key) || !j[key].is_number()) return std::nullopt;
-  return j[key].get<double>();
-}
-
-uint64_t count_of(const nlohmann::json& j, const char* key) {
-  return j.contains(key) && j[key].is_number() ? j[key].get<uint64_t>() : 0;
-}
-
 // The phase `ts` falls in: the during phase is bounded by the trigger and the end condition.
 std::string phase_at(const ScenarioResult& r, uint64_t ts) {
   if (r.trigger_ns && ts >= r.trigger_ns && ts <= r.done_ns) return "during";
@@ -210,7 +196,8 @@ std::string phase_at(const ScenarioResult& r, uint64_t ts) {
   return "between phases";
 }
 
-// Reads the capture's report into `r` and checks the forks against the scenario's expectation.
+}  // namespace
+
 void read_capture(const std::filesystem::path& json_path, ScenarioResult& r) {
   std::ifstream in(json_path);
   const auto j = in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
@@ -218,33 +205,42 @@ void read_capture(const std::filesystem::path& json_path, ScenarioResult& r) {
     r.faults.push_back(fmt::format("the capture wrote no readable JSON report ({})", json_path.string()));
     return;
   }
-  const uint64_t start = j["capture"].value("start_monotonic_ns", uint64_t{0});
-  if (start == 0) r.faults.push_back("the capture's JSON has no capture.start_monotonic_ns");
-  r.system_thp_enabled = j["system"].value("thp_enabled", "");
-  r.system_thp_defrag = j["system"].value("thp_defrag", "");
-  const auto& target = j["target"];
-  if (target["thp_enabled_for_process"].is_boolean())
-    r.process_thp_enabled = target["thp_enabled_for_process"].get<bool>();
-  r.anon_huge_pages_kb_max = count_of(target["anon_huge_pages_kb"], "max");
-  r.rss_kb_max = count_of(target, "rss_kb_max");
-  r.dropped_events = count_of(j["totals"], "dropped_events");
-  for (const char* family : {"fork", "cow_fault", "thp", "stall", "redis"})
-    r.probes += fmt::format("{}{}={}", r.probes.empty() ? "" : " ", family, j["probes"].value(family, "?"));
-  if (j.contains("redis")) r.disable_thp = j["redis"].value("disable_thp", "");
+  report::Report capture;
+  try {
+    capture = report::from_json(j);
+  } catch (const std::exception& e) {
+    r.faults.push_back(fmt::format("the capture's JSON report ({}) does not read back: {}", json_path.string(), e.what()));
+    return;
+  }
+  if (capture.start_monotonic_ns == 0) r.faults.push_back("the capture's JSON has no capture.start_monotonic_ns");
+  r.system_thp_enabled = capture.system.thp_enabled;
+  r.system_thp_defrag = capture.system.thp_defrag;
+  r.process_thp_enabled = capture.thp_enabled_for_process;
+  r.anon_huge_pages_kb_max = capture.anon_huge_pages_kb_max;
+  r.rss_kb_max = capture.rss_kb_max;
+  r.dropped_events = capture.totals.dropped_events;
+  const std::pair<const char*, const tracer::FamilyChoice*> families[] = {{"fork", &capture.probes.fork},
+                                                                          {"cow_fault", &capture.probes.cow_fault},
+                                                                          {"thp", &capture.probes.thp},
+                                                                          {"stall", &capture.probes.stall},
+                                                                          {"redis", &capture.probes.redis}};
+  for (const auto& [family, c] : families)
+    r.probes += fmt::format("{}{}={}", r.probes.empty() ? "" : " ", family, tracer::mode_name(c->mode));
+  if (capture.redis && capture.redis->reachable) r.disable_thp = capture.redis->disable_thp;
 
-  for (const auto& f : j["forks"]) {
+  for (const auto& f : capture.forks) {
     ForkRecord k;
-    k.child_pid = f.value("child_pid", int64_t{0});
-    k.reason = f.value("reason", "");
-    k.reason_source = f.value("reason_source", "");
-    k.fork_duration_us = opt_number(f, "fork_duration_us");
-    k.child_lifetime_ms = opt_number(f, "child_lifetime_ms");
-    k.cow_faults = count_of(f, "cow_faults");
-    k.child_cow_faults = count_of(f, "child_cow_faults");
-    k.thp_splits = count_of(f, "thp_splits");
-    k.thp_splits_source = f.value("thp_splits_source", "");
-    k.fork_ns = to_monotonic(f["fork_ts_ms"], start);
-    k.exit_ns = to_monotonic(f["exit_ts_ms"], start);
+    k.child_pid = f.child_pid;
+    k.reason = correlate::reason_name(f.reason);
+    k.reason_source = f.reason_source;
+    k.fork_duration_us = f.fork_duration_us;
+    k.child_lifetime_ms = f.child_lifetime_ms;
+    k.cow_faults = f.cow_faults;
+    k.child_cow_faults = f.child_cow_faults;
+    k.thp_splits = f.thp_splits;
+    k.thp_splits_source = f.thp_splits_source;
+    k.fork_ns = f.fork_ts_ns;
+    k.exit_ns = f.exit_ts_ns;
     k.phase = phase_at(r, k.fork_ns);
     r.forks.push_back(std::move(k));
   }
@@ -281,6 +277,8 @@ void read_capture(const std::filesystem::path& json_path, ScenarioResult& r) {
       r.notes.push_back("AnonHugePages stayed 0 kB under THP `always`: no huge page backed the heap");
   }
 }
+
+namespace {
 
 void copy_log(const RedisInstance& server, const std::filesystem::path& to) {
   std::error_code ec;
@@ -461,13 +459,13 @@ std::vector<ScenarioSpec> select_scenarios(const std::string& comma_list) {
     if (!matched) {
       std::string names;
       for (const auto& s : all_scenarios()) names += s.name + ", ";
-      throw BenchUsageError(
+      throw UsageError(
           fmt::format("--scenarios: unknown scenario '{}' (known: {}and the groups full_sync, "
                       "aof_rewrite, thp_ab, all)",
                       word, names));
     }
   }
-  if (!any) throw BenchUsageError("--scenarios: the list is empty");
+  if (!any) throw UsageError("--scenarios: the list is empty");
   std::vector<ScenarioSpec> out;
   for (size_t i = 0; i < chosen.size(); ++i)
     if (chosen[i]) out.push_back(all_scenarios()[i]);

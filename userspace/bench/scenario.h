@@ -80,4 +80,9 @@ struct RunContext {
 // interruption throws (Interrupted), after everything the scenario started has been stopped.
 ScenarioResult run_scenario(const ScenarioSpec& spec, RunContext& context);
 
+// Reads the capture's JSON report (report::from_json, the reader of what report writes) into `r`
+// and checks its forks against the scenario's expectation; a report that does not read back is a
+// fault.
+void read_capture(const std::filesystem::path& json_path, ScenarioResult& r);
+
 }  // namespace thptrace::bench

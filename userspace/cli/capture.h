@@ -19,14 +19,11 @@ struct CaptureOptions {
   size_t ringbuf_kb = 256;
 };
 
-// Runs the capture and prints the report. Returns the exit code; throws FatalError on start-up
+// Validates the options, runs a CaptureSession, prints the report computed from its inputs
+// (report::assemble) and writes the JSON. Returns the exit code; throws FatalError on start-up
 // failures.
 int run_capture(const CaptureOptions& options);
 
 int probe_main(int argc, char** argv);
-
-// Set by SIGINT/SIGTERM; every long-running command polls it.
-bool stop_requested();
-void install_stop_handlers();
 
 }  // namespace thptrace::cli

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/program_options.h"
 #include "common/redis_options.h"
+#include "common/signals.h"
 #include "daemon/daemon.h"
 #include "loadgen/command.h"
 #include "thptrace/version.h"
@@ -77,7 +78,7 @@ int capture_main(int argc, char** argv) {
     throw FatalError(kExitUsage, "--interval-ms: expected 10 to 60000.");
   o.ringbuf_kb = vm["ringbuf-kb"].as<size_t>();
   if (o.ringbuf_kb < 4 || o.ringbuf_kb > 1024 * 1024) throw FatalError(kExitUsage, "--ringbuf-kb: expected 4 to 1048576.");
-  cli::install_stop_handlers();
+  install_stop_handlers();
   return cli::run_capture(o);
 }
 

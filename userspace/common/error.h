@@ -18,4 +18,16 @@ class FatalError : public std::runtime_error {
   ExitCode code_;
 };
 
+// Bad usage or bad input (a flag, an address, a file named on the command line): exit 2.
+class UsageError : public FatalError {
+ public:
+  explicit UsageError(const std::string& sentence) : FatalError(kExitUsage, sentence) {}
+};
+
+// A failure at run time (cannot connect, cannot load, cannot write): exit 1.
+class RuntimeError : public FatalError {
+ public:
+  explicit RuntimeError(const std::string& sentence) : FatalError(kExitRuntime, sentence) {}
+};
+
 }  // namespace thptrace

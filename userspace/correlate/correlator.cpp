@@ -3,6 +3,15 @@
 #include <algorithm>
 
 namespace thptrace::correlate {
+namespace {
+
+// Bounded history (the daemon): INFO polls and vmstat samples are kept this far back from the
+// newest one and from the oldest fork not yet taken...
+constexpr uint64_t kIdleHistoryNs = 5'000'000'000;
+// ...unless that fork is older than this: its exit record was lost, it no longer pins the history.
+constexpr uint64_t kLongestForkNs = 3600ull * 1'000'000'000;
+
+}  // namespace
 
 const char* reason_name(Reason r) {
   switch (r) {
@@ -28,6 +37,9 @@ Reason reason_from_kernel(uint32_t code) {
     default: return Reason::unknown;
   }
 }
+
+Correlator::Correlator(uint32_t target_tgid, CorrelatorOptions options)
+    : target_(target_tgid), options_(std::move(options)) {}
 
 void Correlator::on_event(const thptrace_event& e) {
   if (e.tgid != target_) return;
@@ -75,10 +87,100 @@ void Correlator::on_final_episode(const thptrace_episode& ep) {
   p.have_final = true;
 }
 
+void Correlator::on_snapshot(redis::Snapshot s) {
+  // A poll Redis did not answer says nothing about a fork.
+  if (!s.up) return;
+  if (options_.bounded_history) s.latency.reset();  // only reasons are asked of a bounded history
+  timeline_.push_back(std::move(s));
+  trim_history();
+}
+
+void Correlator::on_sample(proc::Sample s) {
+  samples_.add(std::move(s));
+  trim_history();
+}
+
+void Correlator::trim_history() {
+  if (!options_.bounded_history) return;
+  const auto back_off = [](uint64_t ts) { return ts > kIdleHistoryNs ? ts - kIdleHistoryNs : 0; };
+  uint64_t newest = 0;
+  if (!timeline_.empty()) newest = timeline_.back().ts_ns;
+  if (!samples_.samples().empty()) newest = std::max(newest, samples_.samples().back().ts_ns);
+  uint64_t keep_from = back_off(newest);
+  for (const auto& [child, p] : episodes_)
+    if (p.ep.fork_ts_ns && p.ep.fork_ts_ns + kLongestForkNs >= newest) keep_from = std::min(keep_from, back_off(p.ep.fork_ts_ns));
+  size_t old = 0;
+  while (timeline_.size() - old > 2 && timeline_[old].ts_ns < keep_from) ++old;
+  timeline_.erase(timeline_.begin(), timeline_.begin() + static_cast<std::ptrdiff_t>(old));
+  samples_.drop_before(keep_from, 2);
+}
+
 size_t Correlator::live_children() const {
   return static_cast<size_t>(std::count_if(episodes_.begin(), episodes_.end(), [](const auto& kv) {
     return !kv.second.have_final || kv.second.ep.exit_ts_ns == 0;
   }));
+}
+
+bool Correlator::settled(const Partial& p, uint64_t now_ns) const {
+  const uint64_t exit = p.ep.exit_ts_ns;
+  if (!p.have_final || exit == 0) return false;  // the child lives
+  if (now_ns >= exit + kSettleWaitNs) return true;
+  // A poll sent after the exit shows what the child was (a short child can live between two polls).
+  const bool reason_known = reason_from_kernel(p.ep.reason) != Reason::unknown || !options_.redis_polled ||
+                            (!timeline_.empty() && timeline_.back().sent_ns > exit);
+  const bool splits_known =
+      options_.kernel_splits || (!samples_.samples().empty() && samples_.samples().back().ts_ns >= exit);
+  return reason_known && splits_known;
+}
+
+ForkEpisode Correlator::complete(const Partial& p) const {
+  ForkEpisode f = episode_from_kernel(p.ep);
+  if (!f.fork_duration_us && p.fork_duration_us) f.fork_duration_us = p.fork_duration_us;
+  if (f.reason == Reason::unknown && !timeline_.empty()) {
+    f.reason = reason_from_redis(timeline_, f.fork_ts_ns, f.exit_ts_ns, options_.repl_diskless_sync);
+    f.reason_source = f.reason == Reason::unknown ? "none" : "info";
+  }
+  const auto& samples = samples_.samples();
+  const uint64_t end = f.exit_ts_ns ? f.exit_ts_ns : (samples.empty() ? f.fork_ts_ns : samples.back().ts_ns);
+  if (options_.kernel_splits) {
+    f.thp_splits_source = "kernel";
+  } else {
+    f.thp_splits = samples_.vmstat_delta("thp_split_pmd", f.fork_ts_ns, end).value_or(0);
+    f.thp_splits_source = "vmstat";
+  }
+  if (!timeline_.empty() && f.exit_ts_ns) {
+    const uint64_t span = f.exit_ts_ns - f.fork_ts_ns;
+    f.latency_during = latency_between(timeline_, f.fork_ts_ns, f.exit_ts_ns);
+    if (f.fork_ts_ns > span) f.latency_before = latency_between(timeline_, f.fork_ts_ns - span, f.fork_ts_ns);
+  }
+  return f;
+}
+
+std::vector<ForkEpisode> Correlator::take_if(const std::function<bool(const Partial&)>& pick) {
+  std::vector<ForkEpisode> out;
+  for (auto it = episodes_.begin(); it != episodes_.end();) {
+    const Partial& p = it->second;
+    if ((p.have_fork || p.have_final) && pick(p)) {
+      out.push_back(complete(p));
+      it = episodes_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const ForkEpisode& a, const ForkEpisode& b) { return a.fork_ts_ns < b.fork_ts_ns; });
+  return out;
+}
+
+std::vector<ForkEpisode> Correlator::take_settled(uint64_t now_ns) {
+  if (options_.bounded_history)  // a child whose exit record was lost is let go
+    std::erase_if(episodes_, [now_ns](const auto& kv) {
+      return !kv.second.have_final && kv.second.ep.fork_ts_ns + kLongestForkNs < now_ns;
+    });
+  return take_if([this, now_ns](const Partial& p) { return settled(p, now_ns); });
+}
+
+std::vector<ForkEpisode> Correlator::take_remaining(bool include_alive) {
+  return take_if([include_alive](const Partial& p) { return include_alive || (p.have_final && p.ep.exit_ts_ns); });
 }
 
 ForkEpisode episode_from_kernel(const thptrace_episode& ep) {
@@ -111,7 +213,6 @@ ForkEpisode episode_from_kernel(const thptrace_episode& ep) {
   f.reclaim_ms = static_cast<double>(ep.reclaim_ns) / 1e6;
   return f;
 }
-
 Reason reason_from_redis(const std::vector<redis::Snapshot>& timeline, uint64_t fork_ts, uint64_t exit_ts,
                          const std::string& repl_diskless_sync) {
   // The snapshot before the fork and those taken while the child lived (plus one after, since a
@@ -166,35 +267,6 @@ std::optional<LatencyWindow> latency_between(const std::vector<redis::Snapshot>&
   w.p999_us = d.quantile_us(0.999).value_or(0);
   w.max_us = d.quantile_us(1.0).value_or(0);
   return w;
-}
-
-std::vector<ForkEpisode> Correlator::finish(const proc::SampleSeries& samples, const std::vector<redis::Snapshot>& redis,
-                                            const std::string& repl_diskless_sync, bool kernel_splits) const {
-  std::vector<ForkEpisode> out;
-  for (const auto& [child, p] : episodes_) {
-    if (!p.have_fork && !p.have_final) continue;
-    ForkEpisode f = episode_from_kernel(p.ep);
-    if (!f.fork_duration_us && p.fork_duration_us) f.fork_duration_us = p.fork_duration_us;
-    if (f.reason == Reason::unknown && !redis.empty()) {
-      f.reason = reason_from_redis(redis, f.fork_ts_ns, f.exit_ts_ns, repl_diskless_sync);
-      f.reason_source = f.reason == Reason::unknown ? "none" : "info";
-    }
-    const uint64_t end = f.exit_ts_ns ? f.exit_ts_ns : (samples.samples().empty() ? f.fork_ts_ns : samples.samples().back().ts_ns);
-    if (kernel_splits) {
-      f.thp_splits_source = "kernel";
-    } else {
-      f.thp_splits = samples.vmstat_delta("thp_split_pmd", f.fork_ts_ns, end).value_or(0);
-      f.thp_splits_source = "vmstat";
-    }
-    if (!redis.empty() && f.exit_ts_ns) {
-      const uint64_t span = f.exit_ts_ns - f.fork_ts_ns;
-      f.latency_during = latency_between(redis, f.fork_ts_ns, f.exit_ts_ns);
-      if (f.fork_ts_ns > span) f.latency_before = latency_between(redis, f.fork_ts_ns - span, f.fork_ts_ns);
-    }
-    out.push_back(std::move(f));
-  }
-  std::sort(out.begin(), out.end(), [](const ForkEpisode& a, const ForkEpisode& b) { return a.fork_ts_ns < b.fork_ts_ns; });
-  return out;
 }
 
 Totals totals_from_kernel(const thptrace_target& t, uint64_t dropped) {

@@ -1,9 +1,14 @@
 #pragma once
-// Builds ForkEpisodes from the kernel's events and final counters, then labels and annotates them
-// with what the samplers saw (Redis state, /proc/vmstat). Pure logic, fed recorded sequences in tests.
+// The one streaming correlator of a watched process, fed by the capture and the daemon alike: it
+// turns the kernel's events into ForkEpisodes and gives each the facts the kernel cannot know — the
+// reason named from the Redis INFO timeline when the uprobes did not name it, THP splits from
+// /proc/vmstat deltas in the fallback modes, the server-side latency around it. Pure logic: tests feed
+// it recorded sequences.
 
+#include <functional>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "correlate/episode.h"
@@ -27,26 +32,53 @@ struct Totals {
   uint64_t untracked_forks = 0;
 };
 
+struct CorrelatorOptions {
+  // The kernel counts THP splits per episode (fentry mode); otherwise they are /proc/vmstat deltas
+  // over the episode's window, so an episode waits for a sample taken after its child's exit.
+  bool kernel_splits = false;
+  // Redis is polled: an episode the uprobes did not name waits for a poll after its child's exit.
+  bool redis_polled = false;
+  // repl-diskless-sync ("yes"/"no"/"") until a snapshot says otherwise.
+  std::string repl_diskless_sync;
+  // A long-running consumer (the daemon): keep the INFO and vmstat history only back to the oldest
+  // fork not yet taken, drop latency histograms, and let go of a fork whose exit never came.
+  bool bounded_history = false;
+};
+
 class Correlator {
  public:
-  explicit Correlator(uint32_t target_tgid) : target_(target_tgid) {}
+  explicit Correlator(uint32_t target_tgid, CorrelatorOptions options = {});
 
-  // Feeds one ring-buffer record. Records of other targets are ignored.
+  // The same target under a new process (a restart): later events are taken from tgid.
+  void retarget(uint32_t tgid) { target_ = tgid; }
+  void set_repl_diskless_sync(const std::string& value) { options_.repl_diskless_sync = value; }
+
+  // Feeds one ring-buffer record. Records of other processes are ignored.
   void on_event(const thptrace_event& e);
-  // Feeds an episode still in the kernel map at the end of the capture (child alive, or its exit
+  // Feeds an episode still in the kernel map at the end of a capture (child alive, or its exit
   // record was dropped). Later data wins over earlier.
   void on_final_episode(const thptrace_episode& ep);
+  // Feeds one Redis INFO poll and one /proc sample, in time order.
+  void on_snapshot(redis::Snapshot s);
+  void on_sample(proc::Sample s);
+
+  // The episodes whose every fact is known by now_ns (their child exited; their reason named, or a
+  // poll after the exit came, or kSettleWaitNs passed since the exit; their splits counted), each returned once,
+  // in fork order.
+  std::vector<ForkEpisode> take_settled(uint64_t now_ns);
+  // Every episode not yet taken, with what is known: at the end of a capture (children still alive
+  // included, without a lifetime) or when the daemon stops (exited children only).
+  std::vector<ForkEpisode> take_remaining(bool include_alive);
 
   bool target_exited() const { return target_exited_; }
   size_t live_children() const;
-
-  // Labels reasons the kernel could not name from the Redis timeline, fills fallback THP splits
-  // and latency windows. `repl_diskless_sync` is Redis's setting ("yes"/"no"/"").
-  std::vector<ForkEpisode> finish(const proc::SampleSeries& samples, const std::vector<redis::Snapshot>& redis,
-                                  const std::string& repl_diskless_sync, bool kernel_splits) const;
-
-  // Stalls and collapses seen as discrete events.
+  // khugepaged collapses seen as discrete events.
   uint64_t collapse_events() const { return collapses_; }
+  const proc::SampleSeries& samples() const { return samples_; }
+  const std::vector<redis::Snapshot>& timeline() const { return timeline_; }
+
+  // How long an exited child's episode waits for what it lacks (an INFO poll, a vmstat sample).
+  static constexpr uint64_t kSettleWaitNs = 5'000'000'000;
 
  private:
   struct Partial {
@@ -55,8 +87,16 @@ class Correlator {
     bool have_final = false;
     std::optional<double> fork_duration_us;
   };
+  bool settled(const Partial& p, uint64_t now_ns) const;
+  ForkEpisode complete(const Partial& p) const;
+  std::vector<ForkEpisode> take_if(const std::function<bool(const Partial&)>& pick);
+  void trim_history();
+
   uint32_t target_;
-  std::map<uint32_t, Partial> episodes_;  // by child pid, in order of pid is not order of time
+  CorrelatorOptions options_;
+  std::map<uint32_t, Partial> episodes_;  // by child pid: the order of pids is not the order of time
+  proc::SampleSeries samples_;
+  std::vector<redis::Snapshot> timeline_;
   bool target_exited_ = false;
   uint64_t collapses_ = 0;
 };

@@ -5,26 +5,23 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <fstream>
 #include <atomic>
 #include <csignal>
 #include <thread>
 
-#include "cli/capture.h"
+#include "common/btf.h"
 #include "common/caps.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "correlate/correlator.h"
+#include "common/signals.h"
 #include "daemon/discovery.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
-#include "report/inputs.h"
 
 namespace thptrace::daemon {
 namespace {
 
-constexpr uint64_t kRecentNs = 10ull * 60 * 1'000'000'000;  // /proc/vmstat history for THP splits
-constexpr uint64_t kIdleHistoryNs = 5'000'000'000;        // INFO history kept when no fork is pending
-constexpr uint64_t kLongestForkNs = 3600ull * 1'000'000'000; // a fork whose exit never came is let go
 constexpr auto kHousekeeping = std::chrono::seconds(1);
 constexpr auto kDiscoverEvery = std::chrono::seconds(5);
 
@@ -62,12 +59,7 @@ std::string address_from_title(const std::string& cmdline) {
   return parsed->str();
 }
 
-void Daemon::record(const nlohmann::ordered_json& step) {
-  if (record_) *record_ << step.dump() << "\n";
-}
-
 Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
-  if (const char* path = std::getenv("THPTRACE_RECORD_INPUTS")) record_ = std::make_unique<std::ofstream>(path);
   {
     std::string error;
     auto credentials = redis::load_credentials(options_.redis_settings, &error);
@@ -75,9 +67,7 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
     credentials_ = std::move(*credentials);
   }
   if (options_.discover) discover_tls_ = discovery_tls();
-  if (::access("/sys/kernel/btf/vmlinux", R_OK) != 0)
-    throw FatalError(kExitRuntime, "this kernel exposes no BTF (/sys/kernel/btf/vmlinux is missing): thptrace "
-                                   "needs a kernel built with CONFIG_DEBUG_INFO_BTF=y.");
+  require_vmlinux_btf();
   // The uprobes are loaded whenever they may be used: which entry points a process gives is decided
   // per process when its uprobes are attached (Debian's redis-server, Valkey, a from-source build).
   modes_ = tracer::choose_modes(options_.force_fallback, "");
@@ -89,10 +79,8 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
                                                                             .max_episodes = options_.max_episodes});
   modes_ = tracer_->modes();  // the Tracer may have moved a family the kernel refused down its chain
   tracer_->attach();
-  metrics_.set_probe_modes(modes_);
-  record({{"probes", {{"fork", report::choice_json(modes_.fork)}, {"cow_fault", report::choice_json(modes_.cow_fault)},
-                      {"thp", report::choice_json(modes_.thp)}, {"stall", report::choice_json(modes_.stall)},
-                      {"redis", report::choice_json(modes_.redis)}}}});
+  exporter_ = std::make_unique<Exporter>(metrics_, modes_);
+  if (const char* path = std::getenv("THPTRACE_RECORD_INPUTS")) exporter_->record_to(path);
   for (const auto& text : options_.redis) {
     const auto addr = redis::parse_address(text);
     if (!addr) throw FatalError(kExitUsage, "--redis " + text + ": expected " + redis::kAddressForms + ".");
@@ -127,8 +115,7 @@ Daemon::Target& Daemon::add_target(const std::string& label, std::vector<redis::
   t->label = label;
   if (!routes.empty()) t->address = routes.front().address;
   t->discovered = discovered;
-  metrics_.add_target(label);
-  record({{"add_target", label}, {"pid", pid}, {"watched", !routes.empty()}});
+  t->id = exporter_->add_target(label, !routes.empty());
   if (pid) follow_pid(*t, pid);
   if (!routes.empty()) {
     Target* raw = t.get();
@@ -158,8 +145,7 @@ void Daemon::follow_pid(Target& t, pid_t pid) {
     log::debug("{}: pid {} replaced by {}", t.label, t.pid, pid);
   }
   t.pid = pid;
-  t.last = {};
-  record({{"follow", t.label}, {"pid", pid}});
+  exporter_->follow(t.id, pid);
   t.untraced = false;
   metrics_.set_untraced(t.label, false);
   if (pid) trace_pid(t);
@@ -178,126 +164,37 @@ void Daemon::drain_snapshots() {
     batch.swap(inbox_);
   }
   for (auto& [t, s] : batch) {
-    record({{"snapshot", report::snapshot_json(s)}, {"target", t->label}});
-    metrics_.set_redis(t->label, s);
-    if (!s.up) continue;
+    exporter_->on_snapshot(t->id, s);
     // A new process_id is a restart: trace the new process, release the old one.
-    if (s.process_id > 0 && s.process_id != t->pid && proc::process_exists(static_cast<pid_t>(s.process_id)))
+    if (s.up && s.process_id > 0 && s.process_id != t->pid && proc::process_exists(static_cast<pid_t>(s.process_id)))
       follow_pid(*t, static_cast<pid_t>(s.process_id));
-    s.latency.reset();  // not needed for reasons; keeps the history small
-    t->recent.push_back(std::move(s));
-    uint64_t keep_from = t->recent.back().ts_ns > kIdleHistoryNs ? t->recent.back().ts_ns - kIdleHistoryNs : 0;
-    for (const auto& [child, fork_ts] : t->unexported_forks)
-      keep_from = std::min(keep_from, fork_ts > kIdleHistoryNs ? fork_ts - kIdleHistoryNs : 0);
-    while (t->recent.size() > 2 && t->recent.front().ts_ns < keep_from) t->recent.pop_front();
   }
 }
 
 void Daemon::on_event(const thptrace_event& e) {
   Target* t = target_of(static_cast<pid_t>(e.tgid));
   if (!t) return;
-  record({{"event", report::event_json(e)}, {"now", proc::monotonic_ns()}, {"target", t->label}});
-  switch (e.type) {
-    case EV_FORK:
-      t->unexported_forks[e.child_pid] = e.ts_ns;
-      metrics_.on_fork_started(t->label);
-      break;
-    case EV_CHILD_EXIT: {
-      correlate::ForkEpisode ep = correlate::episode_from_kernel(e.episode);
-      if (modes_.cow_fault.mode != tracer::Mode::fentry)
-        pending_splits_.push_back({t->label, ep.fork_ts_ns, ep.exit_ts_ns});
-      if (ep.reason != correlate::Reason::unknown || !t->watcher) {
-        t->unexported_forks.erase(ep.child_pid);
-        metrics_.on_episode(t->label, ep);
-        break;
-      }
-      // The uprobes did not name it: INFO will, from the polls around the child's life, including
-      // one after its exit (a short child can live between two polls). Give up after a few seconds.
-      pending_episodes_.push_back({t, ep, std::chrono::steady_clock::now() + std::chrono::seconds(5)});
-      break;
-    }
-    case EV_STALL:
-      metrics_.on_stall(t->label, e.value == STALL_COMPACTION, static_cast<double>(e.ts_ns - e.start_ns) / 1e9);
-      break;
-    case EV_TARGET_EXIT:
-      log::debug("{}: pid {} exited", t->label, t->pid);
-      follow_pid(*t, 0);
-      break;
-    default:
-      break;
+  exporter_->on_event(t->id, e);
+  if (e.type == EV_TARGET_EXIT) {
+    log::debug("{}: pid {} exited", t->label, t->pid);
+    follow_pid(*t, 0);
   }
-}
-
-void Daemon::settle_episodes(bool all) {
-  const auto now = std::chrono::steady_clock::now();
-  if (!pending_episodes_.empty())
-    record({{"settle", all}, {"now", std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()}});
-  std::erase_if(pending_episodes_, [&](PendingEpisode& p) {
-    Target& t = *p.target;
-    const bool seen_after = !t.recent.empty() && t.recent.back().sent_ns > p.episode.exit_ts_ns;
-    if (!all && !seen_after && now < p.deadline) return false;
-    const std::vector<redis::Snapshot> timeline(t.recent.begin(), t.recent.end());
-    p.episode.reason = correlate::reason_from_redis(timeline, p.episode.fork_ts_ns, p.episode.exit_ts_ns, "");
-    t.unexported_forks.erase(p.episode.child_pid);
-    metrics_.on_episode(t.label, p.episode);
-    return true;
-  });
 }
 
 void Daemon::housekeeping() {
-  const auto sys = proc::read_system_info();
-  metrics_.set_thp_mode(sys.thp_enabled, sys.thp_defrag);
-  const uint64_t now = proc::monotonic_ns();
+  Exporter::Housekeeping h;
+  h.system = proc::read_system_info();
+  h.now_ns = proc::monotonic_ns();
   const auto vm = proc::read_vmstat();
-  nlohmann::ordered_json step = {{"housekeeping", now}, {"thp_enabled", sys.thp_enabled}, {"thp_defrag", sys.thp_defrag}};
-  if (auto it = vm.find("thp_split_pmd"); it != vm.end()) step["thp_split_pmd"] = it->second;
-  step["targets"] = nlohmann::ordered_json::array();
-  if (auto it = vm.find("thp_split_pmd"); it != vm.end()) split_samples_.emplace_back(now, it->second);
-  while (!split_samples_.empty() && now - split_samples_.front().first > kRecentNs) split_samples_.pop_front();
-
+  if (auto it = vm.find("thp_split_pmd"); it != vm.end()) h.thp_split_pmd = it->second;
   for (auto& t : targets_) {
     report_reachability(*t);
-    // A child whose exit record was lost would pin the INFO history for ever.
-    std::erase_if(t->unexported_forks, [now](const auto& f) { return now > f.second + kLongestForkNs; });
     if (t->pid && !proc::process_exists(t->pid)) follow_pid(*t, 0);
     if (!t->pid) continue;
-    nlohmann::ordered_json ts = {{"target", t->label}};
-    const auto k = tracer_->target(t->pid);
-    if (k) ts["counters"] = report::target_json(*k);
-    if (k) {
-      metrics_.add_cow_faults(t->label, k->cow_faults - t->last.cow_faults, k->child_cow_faults - t->last.child_cow_faults);
-      const uint64_t splits = modes_.cow_fault.mode == tracer::Mode::fentry ? k->thp_splits - t->last.thp_splits : 0;
-      metrics_.add_thp(t->label, splits, k->thp_collapses - t->last.thp_collapses);
-      metrics_.add_untracked_forks(t->label, k->untracked_forks - t->last.untracked_forks);
-      t->last = *k;
-    }
-    const auto s = proc::take_sample(t->pid);
-    ts["sample"] = {{"target_alive", s.target_alive}, {"rss_kb", s.rss_kb}, {"anon_huge_pages_kb", s.anon_huge_pages_kb},
-                    {"thp_enabled", s.thp_enabled ? nlohmann::ordered_json(*s.thp_enabled) : nlohmann::ordered_json(nullptr)}};
-    step["targets"].push_back(std::move(ts));
-    if (s.target_alive) metrics_.set_memory(t->label, s.rss_kb * 1024, s.anon_huge_pages_kb * 1024, s.thp_enabled);
+    h.targets.push_back({t->id, tracer_->target(t->pid), proc::take_sample(t->pid)});
   }
-
-  // Fallback mode: THP splits of a fork window from /proc/vmstat, once a sample after it exists.
-  std::erase_if(pending_splits_, [&](const PendingSplits& p) {
-    if (split_samples_.empty() || split_samples_.back().first < p.to_ns) return false;
-    uint64_t before = 0, after = 0;
-    for (const auto& [ts, v] : split_samples_) {
-      if (ts <= p.from_ns) before = v;
-      if (ts >= p.to_ns) {
-        after = v;
-        break;
-      }
-    }
-    if (before && after > before) metrics_.add_thp(p.target, after - before, 0);
-    return true;
-  });
-
-  const uint64_t dropped = tracer_->dropped();
-  step["dropped"] = dropped;
-  record(step);
-  if (dropped > last_dropped_) metrics_.add_dropped(dropped - last_dropped_);
-  last_dropped_ = dropped;
+  h.dropped = tracer_->dropped();
+  exporter_->on_housekeeping(h);
   if (std::chrono::steady_clock::now() >= next_upkeep_) upkeep();
 }
 
@@ -361,7 +258,7 @@ int Daemon::run() {
   auto next_housekeeping = std::chrono::steady_clock::now();
   auto next_discover = next_housekeeping;
   const auto handle = [this](const thptrace_event& e) { on_event(e); };
-  while (!cli::stop_requested()) {
+  while (!stop_requested()) {
     const int n = tracer_->poll(100, handle);
     if (n < 0 && n != -EINTR) {
       log::warn("ring buffer poll failed: {}", std::strerror(-n));
@@ -369,7 +266,7 @@ int Daemon::run() {
     }
     if (g_reload.exchange(false)) reload_credentials();
     drain_snapshots();
-    settle_episodes(false);
+    exporter_->export_settled(proc::monotonic_ns());
     const auto now = std::chrono::steady_clock::now();
     if (options_.discover && now >= next_discover) {
       discover();
@@ -380,11 +277,8 @@ int Daemon::run() {
       next_housekeeping = now + kHousekeeping;
     }
   }
-  settle_episodes(true);
-  if (record_) {
-    record({{"end", true}});
-    std::ofstream(std::getenv("THPTRACE_RECORD_INPUTS") + std::string(".metrics")) << metrics_.exposition();
-  }
+  exporter_->export_remaining();
+  if (const char* path = std::getenv("THPTRACE_RECORD_INPUTS")) std::ofstream(path + std::string(".metrics")) << metrics_.exposition();
   fmt::print(stderr, "thptrace: daemon stopping\n");
   return kExitOk;
 }
@@ -392,7 +286,7 @@ int Daemon::run() {
 int daemon_main(int argc, char** argv) {
   const auto options = parse_daemon_options(argc, argv);
   if (!options) return kExitOk;
-  cli::install_stop_handlers();
+  install_stop_handlers();
   struct sigaction sa {};
   sa.sa_handler = [](int) { g_reload = true; };
   sigemptyset(&sa.sa_mask);

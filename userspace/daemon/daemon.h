@@ -1,13 +1,12 @@
 #pragma once
 // `thptrace daemon`: the always-on exporter. Watches the Redis instances it is given (and, with
 // --discover, every local redis-server), follows their pids across restarts, keeps the kernel side
-// running while Redis is down, and serves Prometheus metrics.
+// running while Redis is down, and serves Prometheus metrics. What a fork was is decided by the
+// Exporter's correlators, the same as a capture's.
 
 #include <sys/types.h>
 
 #include <chrono>
-#include <deque>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,10 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "daemon/exporter.h"
 #include "daemon/metrics.h"
 #include "daemon/options.h"
+#include "redis/credentials.h"
 #include "redis/watcher.h"
-#include <nlohmann/json.hpp>
 #include "tracer/tracer.h"
 
 namespace thptrace::daemon {
@@ -42,23 +42,10 @@ class Daemon {
     std::optional<redis::Address> address;
     pid_t pid = 0;
     bool discovered = false;
+    Exporter::TargetId id = 0;
     std::unique_ptr<redis::Watcher> watcher;
     std::string reported_error;  // the unreachable reason last logged, "" while reachable
-    // INFO history for naming fork reasons: kept back to the oldest fork still unexported, and a
-    // few seconds otherwise, so it never grows with the daemon's uptime.
-    std::deque<redis::Snapshot> recent;
-    std::map<uint32_t, uint64_t> unexported_forks;  // child pid -> fork time
-    thptrace_target last{};               // kernel counters already exported
-    bool untraced = false;                // pid set, but the targets map had no room for it
-  };
-  struct PendingEpisode {
-    Target* target;
-    correlate::ForkEpisode episode;
-    std::chrono::steady_clock::time_point deadline;
-  };
-  struct PendingSplits {
-    std::string target;
-    uint64_t from_ns, to_ns;
+    bool untraced = false;       // pid set, but the targets map had no room for it
   };
 
   // routes: how to reach its Redis, in order (none: no Redis side); netns_pid: see Watcher::Options.
@@ -75,8 +62,6 @@ class Daemon {
   void housekeeping();
   void discover();
   void on_event(const thptrace_event& e);
-  // Exports episodes whose reason INFO must name once a poll after the child's exit has arrived.
-  void settle_episodes(bool all);
   Target* target_of(pid_t tgid);
   // Long-run upkeep of the kernel side (daemon/upkeep.cpp): puts t.pid in the targets map and its
   // uprobes on it, or marks it untraced (counted, logged once, exported) when the map is full.
@@ -91,19 +76,12 @@ class Daemon {
   tracer::ProbeReport modes_;
   std::unique_ptr<tracer::Tracer> tracer_;
   Metrics metrics_;
+  std::unique_ptr<Exporter> exporter_;
   std::vector<std::unique_ptr<Target>> targets_;
   std::mutex inbox_mu_;
   std::vector<std::pair<Target*, redis::Snapshot>> inbox_;
-  std::deque<std::pair<uint64_t, uint64_t>> split_samples_;  // (ts, thp_split_pmd)
-  std::vector<PendingSplits> pending_splits_;
-  std::vector<PendingEpisode> pending_episodes_;
-  uint64_t last_dropped_ = 0;
   std::chrono::steady_clock::time_point next_upkeep_{};
   std::map<std::string, std::pair<uint64_t, uint64_t>> program_cost_;  // name -> (runs, ns) exported
-  // THPTRACE_RECORD_INPUTS=PATH: every input of the loop, one JSON document a line, and the metrics
-  // at the end (PATH.metrics), so the daemon's metrics can be recomputed from a recorded run.
-  std::unique_ptr<std::ofstream> record_;
-  void record(const nlohmann::ordered_json& step);
 };
 
 }  // namespace thptrace::daemon

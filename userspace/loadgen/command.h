@@ -4,15 +4,14 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/error.h"
 #include "loadgen/loadgen.h"
 
 namespace thptrace::loadgen {
 
-// Bad command-line usage; what() is one sentence, printed before "see --help".
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// Bad command-line usage (the common error policy's: exit 2); what() is one sentence, printed
+// before "see --help".
+using thptrace::UsageError;
 
 // The parsed `thptrace loadgen` command line.
 struct LoadgenCommand {

@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/error.h"
+
 struct redisContext;
 struct redisReply;
 
@@ -15,9 +17,9 @@ namespace thptrace::loadgen {
 
 // The one fatal error type of the load generator: a start-up failure (cannot connect, AUTH
 // refused, bad dataset) whose what() is a single sentence fit to print as it is.
-class LoadgenError : public std::runtime_error {
+class LoadgenError : public RuntimeError {
  public:
-  using std::runtime_error::runtime_error;
+  using RuntimeError::RuntimeError;
 };
 
 struct ConnectionOptions {

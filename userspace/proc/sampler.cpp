@@ -13,6 +13,12 @@ uint64_t monotonic_ns() {
 
 void SampleSeries::add(Sample s) { samples_.push_back(std::move(s)); }
 
+void SampleSeries::drop_before(uint64_t ts_ns, size_t keep) {
+  size_t old = 0;
+  while (samples_.size() - old > keep && samples_[old].ts_ns < ts_ns) ++old;
+  samples_.erase(samples_.begin(), samples_.begin() + static_cast<std::ptrdiff_t>(old));
+}
+
 const Sample* SampleSeries::at_or_before(uint64_t ts_ns) const {
   if (samples_.empty()) return nullptr;
   auto it = std::upper_bound(samples_.begin(), samples_.end(), ts_ns,

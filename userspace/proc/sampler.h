@@ -37,6 +37,8 @@ class SampleSeries {
   const Sample* at_or_after(uint64_t ts_ns) const;
   // Delta of a vmstat counter between the sample before `from` and the sample after `to`.
   std::optional<uint64_t> vmstat_delta(const std::string& name, uint64_t from_ns, uint64_t to_ns) const;
+  // Forgets the samples taken before ts, keeping at least the newest keep.
+  void drop_before(uint64_t ts_ns, size_t keep);
 
  private:
   std::vector<Sample> samples_;

@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <stdexcept>
 
 namespace thptrace::report {
 namespace {
@@ -203,6 +205,131 @@ bool write_json_file(const Report& r, const std::string& path, std::string* erro
     return false;
   }
   return true;
+}
+
+
+namespace {
+
+using nlohmann::json;
+
+tracer::Mode mode_named(const std::string& name) {
+  for (const auto m : {tracer::Mode::fentry, tracer::Mode::tp_btf, tracer::Mode::raw_tp, tracer::Mode::uprobe,
+                       tracer::Mode::info_polling, tracer::Mode::unavailable})
+    if (name == tracer::mode_name(m)) return m;
+  throw std::invalid_argument("unknown attach mode " + name);
+}
+
+correlate::Reason reason_named(const std::string& name) {
+  for (const auto r : correlate::kAllReasons)
+    if (name == correlate::reason_name(r)) return r;
+  throw std::invalid_argument("unknown fork reason " + name);
+}
+
+std::optional<double> opt_from(const json& j, const char* key) {
+  const auto& v = j.at(key);
+  return v.is_null() ? std::nullopt : std::optional<double>(v.get<double>());
+}
+
+// The inverse of offset_ms: exact, since an offset of a few hours in ms keeps its ns in a double.
+uint64_t ts_from(const json& v, uint64_t start_ns) {
+  if (v.is_null()) return 0;
+  return static_cast<uint64_t>(static_cast<int64_t>(start_ns) + std::llround(v.get<double>() * 1e6));
+}
+
+std::optional<correlate::LatencyWindow> latency_from(const json& v) {
+  if (v.is_null()) return std::nullopt;
+  return correlate::LatencyWindow{v.at("calls").get<uint64_t>(), v.at("p50_us").get<double>(),
+                                  v.at("p99_us").get<double>(), v.at("p999_us").get<double>(),
+                                  v.at("max_us").get<double>()};
+}
+
+}  // namespace
+
+Report from_json(const nlohmann::json& j) {
+  Report r;
+  r.version = j.at("thptrace_version").get<std::string>();
+  const auto& sys = j.at("system");
+  r.system = {sys.at("kernel_release").get<std::string>(), sys.at("thp_enabled").get<std::string>(),
+              sys.at("thp_defrag").get<std::string>()};
+  const auto& target = j.at("target");
+  r.pid = target.at("pid").get<int>();
+  r.comm = target.at("comm").get<std::string>();
+  if (!target.at("thp_enabled_for_process").is_null())
+    r.thp_enabled_for_process = target.at("thp_enabled_for_process").get<bool>();
+  const auto& ahp = target.at("anon_huge_pages_kb");
+  r.anon_huge_pages_kb_start = ahp.at("start").get<uint64_t>();
+  r.anon_huge_pages_kb_max = ahp.at("max").get<uint64_t>();
+  r.anon_huge_pages_kb_end = ahp.at("end").get<uint64_t>();
+  r.rss_kb_max = target.at("rss_kb_max").get<uint64_t>();
+  r.target_exited = target.at("exited").get<bool>();
+  const auto& probes = j.at("probes");
+  r.probes.fork.mode = mode_named(probes.at("fork").get<std::string>());
+  r.probes.cow_fault.mode = mode_named(probes.at("cow_fault").get<std::string>());
+  r.probes.thp.mode = mode_named(probes.at("thp").get<std::string>());
+  r.probes.stall.mode = mode_named(probes.at("stall").get<std::string>());
+  r.probes.redis.mode = mode_named(probes.at("redis").get<std::string>());
+  const auto huge_alloc = probes.at("huge_alloc").get<std::string>();
+  r.huge_alloc.mode = huge_alloc == "off" ? tracer::Mode::unavailable : mode_named(huge_alloc);
+  r.probes.forced_fallback = probes.at("forced_fallback").get<bool>();
+  r.duration_s = j.at("capture").at("duration_s").get<double>();
+  r.start_monotonic_ns = j.at("capture").at("start_monotonic_ns").get<uint64_t>();
+  for (const auto& f : j.at("forks")) {
+    correlate::ForkEpisode e;
+    e.parent_tgid = static_cast<uint32_t>(r.pid);
+    e.child_pid = f.at("child_pid").get<uint32_t>();
+    e.reason = reason_named(f.at("reason").get<std::string>());
+    e.reason_source = f.at("reason_source").get<std::string>();
+    e.fork_duration_us = opt_from(f, "fork_duration_us");
+    e.clone_syscall_us = opt_from(f, "clone_syscall_us");
+    e.child_lifetime_ms = opt_from(f, "child_lifetime_ms");
+    e.fork_ts_ns = ts_from(f.at("fork_ts_ms"), r.start_monotonic_ns);
+    e.exit_ts_ns = ts_from(f.at("exit_ts_ms"), r.start_monotonic_ns);
+    e.cow_faults = f.at("cow_faults").get<uint64_t>();
+    e.child_cow_faults = f.at("child_cow_faults").get<uint64_t>();
+    e.thp_splits = f.at("thp_splits").get<uint64_t>();
+    e.thp_splits_source = f.at("thp_splits_source").get<std::string>();
+    e.huge_cow_faults = f.at("huge_cow_faults").get<uint64_t>();
+    e.huge_allocs = f.at("huge_page_allocs").get<uint64_t>();
+    e.fault_avg_ns = opt_from(f, "fault_avg_ns");
+    e.fault_latency_log2 = f.at("fault_latency_log2_ns").get<std::vector<uint64_t>>();
+    e.compaction_stalls = f.at("compaction_stalls").get<uint64_t>();
+    e.compaction_ms = f.at("compaction_ms").get<double>();
+    e.reclaim_stalls = f.at("reclaim_stalls").get<uint64_t>();
+    e.reclaim_ms = f.at("reclaim_ms").get<double>();
+    e.latency_during = latency_from(f.at("latency_during"));
+    e.latency_before = latency_from(f.at("latency_before"));
+    r.forks.push_back(std::move(e));
+  }
+  const auto& t = j.at("totals");
+  r.totals.forks = t.at("forks").get<uint64_t>();
+  r.totals.cow_faults = t.at("cow_faults").get<uint64_t>();
+  r.totals.child_cow_faults = t.at("child_cow_faults").get<uint64_t>();
+  r.totals.thp_splits = t.at("thp_splits").get<uint64_t>();
+  r.totals.thp_collapses = t.at("thp_collapses").get<uint64_t>();
+  r.totals.khugepaged_scans = t.at("khugepaged_scans").get<uint64_t>();
+  r.totals.huge_allocs = t.at("huge_page_allocs").get<uint64_t>();
+  r.totals.compaction_stalls = t.at("compaction_stalls").get<uint64_t>();
+  r.totals.reclaim_stalls = t.at("reclaim_stalls").get<uint64_t>();
+  r.totals.dropped_events = t.at("dropped_events").get<uint64_t>();
+  if (j.contains("redis")) {
+    const auto& x = j.at("redis");
+    RedisSection rs;
+    rs.reachable = true;
+    rs.address = x.at("address").get<std::string>();
+    rs.version = x.at("version").get<std::string>();
+    rs.process_id = x.at("process_id").get<int64_t>();
+    rs.disable_thp = x.at("disable_thp").get<std::string>();
+    rs.repl_diskless_sync = x.at("repl_diskless_sync").get<std::string>();
+    rs.latest_fork_usec = x.at("latest_fork_usec").get<int64_t>();
+    rs.total_forks_delta = x.at("total_forks_delta").get<int64_t>();
+    rs.rdb_last_cow_size = x.at("rdb_last_cow_size").get<int64_t>();
+    r.redis = rs;
+  } else if (j.contains("redis_error")) {
+    RedisSection rs;
+    rs.error = j.at("redis_error").get<std::string>();
+    r.redis = rs;
+  }
+  return r;
 }
 
 }  // namespace thptrace::report

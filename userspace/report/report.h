@@ -11,6 +11,7 @@
 #include "correlate/correlator.h"
 #include "correlate/episode.h"
 #include "proc/proc.h"
+#include "report/inputs.h"
 #include "tracer/probe.h"
 
 namespace thptrace::report {
@@ -59,8 +60,16 @@ inline constexpr size_t kRecentForksShown = 5;
 // Which rows of the text report's fork table are printed, by index into forks.
 std::vector<bool> shown_forks(const std::vector<correlate::ForkEpisode>& forks);
 
+// The report of a capture from everything it collected: pure, so a recorded capture's report can be
+// computed again without privilege (tests/unit/golden_test.cpp).
+Report assemble(const CaptureInputs& inputs);
+
 std::vector<std::string> findings(const Report& r);
+// The JSON of the contract, and its one reader (bench reads captures with it): from_json(to_json(r))
+// writes the same JSON again. from_json throws nlohmann::json::exception or std::invalid_argument
+// when a key is missing or has another type.
 nlohmann::ordered_json to_json(const Report& r);
+Report from_json(const nlohmann::json& j);
 std::string to_text(const Report& r);
 // Writes the JSON to path through a temporary file and rename, so a reader never sees half a file.
 // Returns false with *error set on failure.

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 
+#include "common/btf.h"
 #include "proc/proc.h"
 #include "tracer/entry_points.h"
 
@@ -96,7 +97,7 @@ const char* mode_name(Mode m) {
   return "unavailable";
 }
 
-bool FeatureProbe::vmlinux_btf() { return ::access("/sys/kernel/btf/vmlinux", R_OK) == 0 && vmlinux(); }
+bool FeatureProbe::vmlinux_btf() { return vmlinux_btf_present() && vmlinux(); }
 
 bool FeatureProbe::fentry(const std::string& func) {
   static std::map<std::string, std::pair<bool, std::string>> memo;

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 
+#include "common/btf.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "proc/proc.h"
@@ -153,10 +154,7 @@ int Tracer::load(const char* only_family, const TracerOptions& sizes) {
 Tracer::Tracer(const ProbeReport& modes, const TracerOptions& options) : modes_(modes) {
   libbpf_set_print(libbpf_print);
   if (!modes.unsupported.empty()) throw FatalError(kExitRuntime, modes.unsupported + ".");
-  if (!modes.btf && modes.fork.mode == Mode::unavailable)
-    throw FatalError(kExitRuntime,
-                     "the kernel has no BTF (/sys/kernel/btf/vmlinux is missing): thptrace needs a kernel "
-                     "built with CONFIG_DEBUG_INFO_BTF=y");
+  if (!modes.btf && modes.fork.mode == Mode::unavailable) throw RuntimeError(kNoBtfSentence);
   size_t rb = 4096;
   while (rb < options.ringbuf_bytes) rb <<= 1;
   TracerOptions sizes = options;

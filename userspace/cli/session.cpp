@@ -1,0 +1,142 @@
+#include "cli/session.h"
+
+#include <fmt/core.h>
+#include <linux/capability.h>
+
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "common/btf.h"
+#include "common/caps.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "common/signals.h"
+#include "thptrace/version.h"
+
+namespace thptrace::cli {
+
+CaptureTarget validate_capture(const CaptureOptions& o) {
+  if (!proc::process_exists(o.pid))
+    throw FatalError(kExitUsage, fmt::format("no process with pid {} exists.", o.pid));
+  const auto status = proc::read_status(o.pid);
+  if (!status) throw FatalError(kExitUsage, fmt::format("cannot read /proc/{}/status: no such process.", o.pid));
+  if (!o.json_path.empty()) {
+    const auto dir = std::filesystem::path(o.json_path).parent_path();
+    if (!dir.empty() && !std::filesystem::is_directory(dir))
+      throw FatalError(kExitUsage, fmt::format("cannot write the JSON report to {}: {} is not a directory.",
+                                               o.json_path, dir.string()));
+  }
+  CaptureTarget t{*status, prepare_redis(o.redis, o.redis_settings)};
+  require_vmlinux_btf();
+  return t;
+}
+
+CaptureSession::CaptureSession(const CaptureOptions& o, const CaptureTarget& target) : duration_s_(o.duration_s) {
+  inputs_.version = kVersion;
+  inputs_.pid = o.pid;
+  inputs_.comm = target.status.name;
+  inputs_.status_thp_enabled = target.status.thp_enabled;
+  if (target.redis) inputs_.redis_address = target.redis->address.str();
+  attach(o, target);
+  sampler_ = std::make_unique<proc::Sampler>(o.pid, std::chrono::milliseconds(std::max(o.interval_ms, 10)));
+  if (target.redis)
+    watcher_ = std::make_unique<redis::Watcher>(redis::Watcher::Options{
+        .address = target.redis->address,
+        .user = o.redis_settings.user,
+        .password = target.redis->credentials.password,
+        .tls = redis::tls_for(target.redis->credentials, target.redis->address),
+        .interval = std::chrono::milliseconds(o.interval_ms),
+        .on_snapshot = {}});
+}
+
+void CaptureSession::attach(const CaptureOptions& o, const CaptureTarget& target) {
+  const bool is_redis = target.status.name.rfind("redis-server", 0) == 0 || target.redis.has_value();
+  const std::string exe = "/proc/" + std::to_string(o.pid) + "/exe";
+  const auto modes = tracer::choose_modes(o.force_fallback, is_redis ? exe : std::string());
+  tracer_ = std::make_unique<tracer::Tracer>(modes, tracer::TracerOptions{.ringbuf_bytes = o.ringbuf_kb * 1024});
+  if (std::string why; !tracer_->watch(o.pid, &why))
+    throw FatalError(kExitRuntime, fmt::format("cannot watch pid {}: {}.", o.pid, why));
+  tracer_->attach();
+  // The Tracer may have moved a family the kernel refused down its chain.
+  tracer::ProbeReport used = tracer_->modes();
+  if (std::string why; !tracer_->attach_libc_fork(o.pid, &why))
+    log::debug("{}; fork duration is the clone syscall's", why);
+  if (used.redis.mode == tracer::Mode::uprobe) {
+    std::string why;
+    if (!tracer_->attach_redis(o.pid, &why)) {
+      log::warn("{}; fork reasons will come from INFO polling", why);
+      used.redis = {target.redis ? tracer::Mode::info_polling : tracer::Mode::unavailable, why};
+    } else {
+      used.redis.why = why;  // which entry points the binary gave, which labels are left to INFO
+    }
+  }
+  // Counting huge-page allocations hooks every page allocation of the machine: only when the target
+  // could be given a huge page. Decided here, while the capabilities to attach are still held.
+  inputs_.system = proc::read_system_info();
+  const auto thp = proc::huge_page_eligibility(o.pid, inputs_.system.thp_enabled);
+  tracer::FamilyChoice huge_alloc{tracer::Mode::unavailable, thp.why};
+  if (std::string why; thp.eligible && !tracer_->attach_huge_alloc_counting(&why)) {
+    log::warn("{}; huge page allocations are not counted", why);
+    huge_alloc.why = why;
+  }
+  huge_alloc.mode = tracer_->huge_alloc_mode();
+  // Everything is loaded and attached: what is left is reading fds already held and /proc of the
+  // target (CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH for another user's process) and writing the JSON
+  // (CAP_DAC_OVERRIDE, where the operator pointed it).
+  // Before Linux 5.19 (the change behind the unpriv_bpf_disabled selftest) kernel.unprivileged_bpf_disabled,
+  // set by default on Debian, makes the bpf() syscall refuse every command without CAP_BPF or
+  // CAP_SYS_ADMIN, even a read of a map whose fd is held; so the capture keeps CAP_BPF there, or the
+  // final counters and episodes could not be read. Tried, not assumed: both are lowered from the
+  // effective set, a map read, and raised again.
+  std::vector<int> keep = {CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH, CAP_DAC_OVERRIDE};
+  if (set_effective({CAP_BPF, CAP_SYS_ADMIN}, false)) {
+    const bool readable = tracer_->maps_readable();
+    set_effective({CAP_BPF, CAP_SYS_ADMIN}, true);
+    if (!readable) {
+      log::debug("this kernel refuses map reads without CAP_BPF: keeping it");
+      keep.push_back(CAP_BPF);
+    }
+  }
+  if (std::string why; !drop_capabilities_except(keep, &why))
+    log::warn("could not drop capabilities after attach ({}); continuing", why);
+  if (used.redis.mode == tracer::Mode::info_polling && !target.redis)
+    used.redis = {tracer::Mode::unavailable, "no --redis address to poll"};
+  inputs_.probes = used;
+  inputs_.huge_alloc = huge_alloc;
+}
+
+report::CaptureInputs CaptureSession::run() {
+  fmt::print(stderr, "thptrace: tracing pid {} ({}){}; Ctrl-C to stop\n", inputs_.pid, inputs_.comm,
+             duration_s_ ? fmt::format(" for {:.0f} s", *duration_s_) : std::string());
+  const auto pid = static_cast<uint32_t>(inputs_.pid);
+  bool target_exited = false;
+  const auto on_event = [&](const thptrace_event& e) {
+    inputs_.events.push_back(e);
+    target_exited = target_exited || (e.type == EV_TARGET_EXIT && e.tgid == pid);
+  };
+  inputs_.start_ns = proc::monotonic_ns();
+  const uint64_t deadline = duration_s_ ? inputs_.start_ns + static_cast<uint64_t>(*duration_s_ * 1e9) : UINT64_MAX;
+  while (!stop_requested() && proc::monotonic_ns() < deadline && !target_exited) {
+    const int n = tracer_->poll(100, on_event);
+    if (n < 0 && n != -EINTR) {
+      log::warn("ring buffer poll failed: {}", std::strerror(-n));
+      break;
+    }
+  }
+  tracer_->poll(0, on_event);  // drain what arrived before we stopped
+  inputs_.end_ns = proc::monotonic_ns();
+
+  inputs_.final_episodes = tracer_->episodes_of(inputs_.pid);
+  inputs_.target = tracer_->target(inputs_.pid).value_or(thptrace_target{});
+  inputs_.dropped = tracer_->dropped();
+  inputs_.samples = sampler_->stop();
+  if (watcher_) {
+    inputs_.timeline = watcher_->stop();
+    inputs_.facts = watcher_->facts();
+    inputs_.redis_error = watcher_->last_error();
+  }
+  return std::move(inputs_);
+}
+
+}  // namespace thptrace::cli

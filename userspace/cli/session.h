@@ -1,0 +1,53 @@
+#pragma once
+// One capture's live parts: the tracer attached to the target, the /proc sampler and the Redis
+// watcher. run() polls the kernel's events to the end and hands back what the report is computed
+// from (report::assemble); nothing here decides what a fork was.
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cli/capture.h"
+#include "cli/redis_setup.h"
+#include "proc/proc.h"
+#include "proc/sampler.h"
+#include "redis/client.h"
+#include "redis/watcher.h"
+#include "report/inputs.h"
+#include "tracer/tracer.h"
+
+namespace thptrace::cli {
+
+// What validating the options found out about the target, before anything is attached.
+struct CaptureTarget {
+  proc::ProcessStatus status;
+  std::optional<RedisSetup> redis;  // the address and the credentials read once; nullopt without --redis
+};
+
+// Checks the options against the system: the process exists, the JSON can be written there, the
+// Redis address parses and its credentials read (one TLS handshake tried), the kernel has BTF. Throws FatalError (usage or runtime).
+CaptureTarget validate_capture(const CaptureOptions& o);
+
+class CaptureSession {
+ public:
+  // Loads and attaches every probe family for the target, drops the capabilities no longer needed
+  // and starts the sampler and the watcher. Throws FatalError when the target cannot be traced.
+  CaptureSession(const CaptureOptions& o, const CaptureTarget& target);
+  CaptureSession(const CaptureSession&) = delete;
+  CaptureSession& operator=(const CaptureSession&) = delete;
+
+  // Polls until the duration ends, SIGINT/SIGTERM arrives or the target exits; then stops the
+  // sampler and the watcher and returns every input of the report. Call once.
+  report::CaptureInputs run();
+
+ private:
+  void attach(const CaptureOptions& o, const CaptureTarget& target);
+
+  std::optional<double> duration_s_;
+  report::CaptureInputs inputs_;  // filled as the session goes
+  std::unique_ptr<tracer::Tracer> tracer_;
+  std::unique_ptr<proc::Sampler> sampler_;
+  std::unique_ptr<redis::Watcher> watcher_;
+};
+
+}  // namespace thptrace::cli

@@ -1,0 +1,12 @@
+#pragma once
+// SIGINT/SIGTERM end every long-running command (capture, daemon, bench) the same way: a flag polled
+// by their loops, set by a handler installed once in the command's main.
+
+namespace thptrace {
+
+// True once SIGINT or SIGTERM arrived after install_stop_handlers().
+bool stop_requested();
+// Installs the handlers without SA_RESTART, so a blocking poll returns EINTR at once.
+void install_stop_handlers();
+
+}  // namespace thptrace

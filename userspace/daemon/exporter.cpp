@@ -1,0 +1,133 @@
+#include "daemon/exporter.h"
+
+#include "report/inputs.h"
+
+namespace thptrace::daemon {
+
+Exporter::Exporter(Metrics& metrics, const tracer::ProbeReport& modes)
+    : metrics_(metrics), modes_(modes), kernel_splits_(modes.cow_fault.mode == tracer::Mode::fentry) {
+  metrics_.set_probe_modes(modes);
+}
+
+void Exporter::record_to(const std::string& record_path) {
+  record_ = std::make_unique<std::ofstream>(record_path);
+  record({{"probes",
+           {{"fork", report::choice_json(modes_.fork)},
+            {"cow_fault", report::choice_json(modes_.cow_fault)},
+            {"thp", report::choice_json(modes_.thp)},
+            {"stall", report::choice_json(modes_.stall)},
+            {"redis", report::choice_json(modes_.redis)}}}});
+}
+
+void Exporter::record(const nlohmann::ordered_json& step) {
+  if (record_) *record_ << step.dump() << "\n" << std::flush;
+}
+
+Exporter::TargetId Exporter::add_target(const std::string& label, bool redis_polled) {
+  metrics_.add_target(label);
+  record({{"add_target", label}, {"watched", redis_polled}});
+  // The INFO history kept for naming reasons reaches back only to the oldest fork not yet exported.
+  targets_.push_back(Target{label,
+                            correlate::Correlator(0, {.kernel_splits = kernel_splits_,
+                                                      .redis_polled = redis_polled,
+                                                      .repl_diskless_sync = {},
+                                                      .bounded_history = true}),
+                            {}});
+  return targets_.size() - 1;
+}
+
+void Exporter::follow(TargetId id, pid_t pid) {
+  Target& t = targets_.at(id);
+  record({{"follow", t.label}, {"pid", pid}});
+  t.correlator.retarget(static_cast<uint32_t>(pid));
+  t.last = {};
+}
+
+void Exporter::on_event(TargetId id, const thptrace_event& e) {
+  Target& t = targets_.at(id);
+  record({{"event", report::event_json(e)}, {"target", t.label}});
+  t.correlator.on_event(e);
+  switch (e.type) {
+    case EV_FORK:
+      metrics_.on_fork_started(t.label);
+      break;
+    case EV_STALL:
+      metrics_.on_stall(t.label, e.value == STALL_COMPACTION, static_cast<double>(e.ts_ns - e.start_ns) / 1e9);
+      break;
+    default:
+      break;
+  }
+}
+
+void Exporter::on_snapshot(TargetId id, const redis::Snapshot& s) {
+  Target& t = targets_.at(id);
+  record({{"snapshot", report::snapshot_json(s)}, {"target", t.label}});
+  metrics_.set_redis(t.label, s);
+  t.correlator.on_snapshot(s);
+}
+
+void Exporter::on_housekeeping(const Housekeeping& h) {
+  if (record_) {
+    nlohmann::ordered_json step = {{"housekeeping", h.now_ns},
+                                   {"thp_enabled", h.system.thp_enabled},
+                                   {"thp_defrag", h.system.thp_defrag}};
+    if (h.thp_split_pmd) step["thp_split_pmd"] = *h.thp_split_pmd;
+    step["targets"] = nlohmann::ordered_json::array();
+    for (const auto& r : h.targets) {
+      nlohmann::ordered_json ts = {{"target", targets_.at(r.target).label}};
+      if (r.counters) ts["counters"] = report::target_json(*r.counters);
+      const auto& s = r.sample;
+      ts["sample"] = {{"target_alive", s.target_alive},
+                      {"rss_kb", s.rss_kb},
+                      {"anon_huge_pages_kb", s.anon_huge_pages_kb},
+                      {"thp_enabled", s.thp_enabled ? nlohmann::ordered_json(*s.thp_enabled) : nlohmann::ordered_json(nullptr)}};
+      step["targets"].push_back(std::move(ts));
+    }
+    step["dropped"] = h.dropped;
+    record(step);
+  }
+  metrics_.set_thp_mode(h.system.thp_enabled, h.system.thp_defrag);
+  for (const auto& r : h.targets) {
+    Target& t = targets_.at(r.target);
+    if (const auto& k = r.counters) {
+      metrics_.add_cow_faults(t.label, k->cow_faults - t.last.cow_faults, k->child_cow_faults - t.last.child_cow_faults);
+      // Fallback modes: a fork's splits are counted when its episode is exported (export_episode).
+      const uint64_t splits = kernel_splits_ ? k->thp_splits - t.last.thp_splits : 0;
+      metrics_.add_thp(t.label, splits, k->thp_collapses - t.last.thp_collapses);
+      metrics_.add_untracked_forks(t.label, k->untracked_forks - t.last.untracked_forks);
+      t.last = *k;
+    }
+    if (r.sample.target_alive)
+      metrics_.set_memory(t.label, r.sample.rss_kb * 1024, r.sample.anon_huge_pages_kb * 1024, r.sample.thp_enabled);
+  }
+  // /proc/vmstat is the system's: every target's fork windows are measured against it.
+  if (h.thp_split_pmd) {
+    proc::Sample s;
+    s.ts_ns = h.now_ns;
+    s.thp_vmstat["thp_split_pmd"] = *h.thp_split_pmd;
+    for (auto& t : targets_) t.correlator.on_sample(s);
+  }
+  if (h.dropped > last_dropped_) metrics_.add_dropped(h.dropped - last_dropped_);
+  last_dropped_ = h.dropped;
+}
+
+void Exporter::export_episode(Target& t, const correlate::ForkEpisode& e) {
+  metrics_.on_episode(t.label, e);
+  if (!kernel_splits_) metrics_.add_thp(t.label, e.thp_splits, 0);
+}
+
+void Exporter::export_settled(uint64_t now_ns) {
+  for (auto& t : targets_)
+    for (const auto& e : t.correlator.take_settled(now_ns)) {
+      record({{"settled", now_ns}, {"target", t.label}, {"child_pid", e.child_pid}});
+      export_episode(t, e);
+    }
+}
+
+void Exporter::export_remaining() {
+  record({{"end", true}});
+  for (auto& t : targets_)
+    for (const auto& e : t.correlator.take_remaining(false)) export_episode(t, e);
+}
+
+}  // namespace thptrace::daemon

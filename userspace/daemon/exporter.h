@@ -1,0 +1,77 @@
+#pragma once
+// What the daemon makes of its targets' kernel events, Redis polls and /proc readings: one streaming
+// correlate::Correlator per target (the capture's, so a fork is the same fork in both) and the
+// metrics. No I/O: the daemon reads, this decides, so a recorded run can be replayed in a test.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "correlate/correlator.h"
+#include "daemon/metrics.h"
+#include "proc/proc.h"
+#include "proc/sampler.h"
+#include "redis/watcher.h"
+#include "tracer/abi.h"
+#include "tracer/probe.h"
+
+namespace thptrace::daemon {
+
+class Exporter {
+ public:
+  using TargetId = size_t;
+
+  // What the daemon reads once a second.
+  struct Housekeeping {
+    uint64_t now_ns = 0;
+    proc::SystemInfo system;
+    std::optional<uint64_t> thp_split_pmd;  // /proc/vmstat
+    struct Reading {
+      TargetId target = 0;
+      std::optional<thptrace_target> counters;  // the kernel's, while the target is watched
+      proc::Sample sample;
+    };
+    std::vector<Reading> targets;  // the targets that have a process
+    uint64_t dropped = 0;          // ring-buffer records lost since the start
+  };
+
+  Exporter(Metrics& metrics, const tracer::ProbeReport& modes);
+  // Writes every input from now on to record_path, one JSON document a line (THPTRACE_RECORD_INPUTS),
+  // for tests/unit/golden_test.cpp to replay.
+  void record_to(const std::string& record_path);
+
+  TargetId add_target(const std::string& label, bool redis_polled);
+  // The target is now process pid (0: none); its kernel counters start again from zero.
+  void follow(TargetId t, pid_t pid);
+  void on_event(TargetId t, const thptrace_event& e);
+  void on_snapshot(TargetId t, const redis::Snapshot& s);
+  void on_housekeeping(const Housekeeping& h);
+  // Exports the episodes whose facts are all known by now_ns.
+  void export_settled(uint64_t now_ns);
+  // Exports every episode whose child exited, whatever it still lacks (the daemon stops).
+  void export_remaining();
+
+ private:
+  struct Target {
+    std::string label;
+    correlate::Correlator correlator;
+    thptrace_target last{};  // kernel counters already exported
+  };
+  void export_episode(Target& t, const correlate::ForkEpisode& e);
+  void record(const nlohmann::ordered_json& step);
+
+  Metrics& metrics_;
+  tracer::ProbeReport modes_;
+  bool kernel_splits_;
+  std::vector<Target> targets_;
+  uint64_t last_dropped_ = 0;
+  std::unique_ptr<std::ofstream> record_;
+};
+
+}  // namespace thptrace::daemon

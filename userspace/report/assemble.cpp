@@ -1,0 +1,74 @@
+#include "report/report.h"
+
+#include <algorithm>
+
+#include "correlate/correlator.h"
+
+namespace thptrace::report {
+
+Report assemble(const CaptureInputs& in) {
+  const bool kernel_splits = in.probes.cow_fault.mode == tracer::Mode::fentry;
+  correlate::Correlator correlator(static_cast<uint32_t>(in.pid), {.kernel_splits = kernel_splits});
+  for (const auto& e : in.events) correlator.on_event(e);
+  for (const auto& ep : in.final_episodes) correlator.on_final_episode(ep);
+  for (const auto& s : in.samples.samples()) correlator.on_sample(s);
+  for (const auto& s : in.timeline) correlator.on_snapshot(s);
+  correlator.set_repl_diskless_sync(in.facts ? in.facts->repl_diskless_sync : std::string());
+
+  Report r;
+  r.version = in.version;
+  r.system = in.system;
+  r.pid = in.pid;
+  r.comm = in.comm;
+  r.probes = in.probes;
+  r.huge_alloc = in.huge_alloc;
+  r.duration_s = static_cast<double>(in.end_ns - in.start_ns) / 1e9;
+  r.start_monotonic_ns = in.start_ns;
+  r.target_exited = correlator.target_exited();
+  const auto& samples = in.samples.samples();
+  for (const auto& s : samples) {
+    if (!s.target_alive) continue;
+    if (!r.thp_enabled_for_process && s.thp_enabled) r.thp_enabled_for_process = s.thp_enabled;
+    if (r.anon_huge_pages_kb_start == 0 && &s == &samples.front()) r.anon_huge_pages_kb_start = s.anon_huge_pages_kb;
+    r.anon_huge_pages_kb_max = std::max(r.anon_huge_pages_kb_max, s.anon_huge_pages_kb);
+    r.anon_huge_pages_kb_end = s.anon_huge_pages_kb;
+    r.rss_kb_max = std::max(r.rss_kb_max, s.rss_kb);
+  }
+  if (!r.thp_enabled_for_process) r.thp_enabled_for_process = in.status_thp_enabled;
+  r.forks = correlator.take_remaining(true);
+  r.totals = correlate::totals_from_kernel(in.target, in.dropped);
+  r.totals.forks = r.forks.size();
+  // Without per-process kernel counts, the splits of the capture are those of its fork windows.
+  if (!r.forks.empty() && !kernel_splits) {
+    r.totals.thp_splits = 0;
+    for (const auto& f : r.forks) r.totals.thp_splits += f.thp_splits;
+  }
+  if (in.redis_address) {
+    RedisSection rs;
+    rs.address = *in.redis_address;
+    if (in.facts && !in.timeline.empty()) {
+      const redis::Snapshot* a = nullptr;
+      const redis::Snapshot* b = nullptr;
+      for (const auto& s : in.timeline)
+        if (s.up) {
+          if (!a) a = &s;
+          b = &s;
+        }
+      rs.reachable = a != nullptr;
+      rs.version = in.facts->version;
+      rs.process_id = in.facts->process_id;
+      rs.disable_thp = in.facts->disable_thp;
+      rs.repl_diskless_sync = in.facts->repl_diskless_sync;
+      if (b) {
+        rs.latest_fork_usec = b->latest_fork_usec;
+        rs.total_forks_delta = b->total_forks - a->total_forks;
+        rs.rdb_last_cow_size = b->rdb_last_cow_size;
+      }
+    }
+    if (!rs.reachable) rs.error = in.redis_error.empty() ? "no reply" : in.redis_error;
+    r.redis = rs;
+  }
+  return r;
+}
+
+}  // namespace thptrace::report
