@@ -209,10 +209,11 @@ void read_capture(const std::filesystem::path& json_path, ScenarioResult& r) {
   try {
     capture = report::from_json(j);
   } catch (const std::exception& e) {
-    r.faults.push_back(fmt::format("the capture's JSON report ({}) does not read back: {}", json_path.string(), e.what()));
+    r.faults.push_back(
+        fmt::format("the capture's JSON report ({}) does not read back: {}", json_path.string(), e.what()));
     return;
   }
-  if (capture.start_monotonic_ns == 0) r.faults.push_back("the capture's JSON has no capture.start_monotonic_ns");
+  if (capture.start_monotonic_ns == 0) r.faults.emplace_back("the capture's JSON has no capture.start_monotonic_ns");
   r.system_thp_enabled = capture.system.thp_enabled;
   r.system_thp_defrag = capture.system.thp_defrag;
   r.process_thp_enabled = capture.thp_enabled_for_process;

@@ -9,9 +9,8 @@
 
 namespace thptrace::loadgen {
 
-// Bad command-line usage (the common error policy's: exit 2); what() is one sentence, printed
-// before "see --help".
-using thptrace::UsageError;
+// Bad command-line usage is thptrace::UsageError (exit 2); what() is one sentence, printed before
+// "see --help".
 
 // The parsed `thptrace loadgen` command line.
 struct LoadgenCommand {
