@@ -225,3 +225,29 @@ TEST(Correlator, BoundedHistoryKeepsOnlyWhatAPendingForkNeeds) {
   // The fork at 21 s is not taken yet: the history reaches back to 5 s before it.
   EXPECT_LE(c.timeline().front().ts_ns, 21 * s);
 }
+
+TEST(Correlator, AForgottenForkNoLongerPinsTheHistory) {
+  Correlator c(kParent,
+               {.kernel_splits = true, .redis_polled = true, .repl_diskless_sync = "", .bounded_history = true});
+  const uint64_t s = 1'000'000'000;
+  c.on_event(fork_ev(900, 1 * s));   // its child dies unseen
+  c.on_event(fork_ev(901, 2 * s));   // its child exits normally
+  c.on_event(exit_ev(episode(901, 2 * s, 3 * s, 10)));
+  for (uint64_t t = 1; t <= 30; ++t) {
+    Snapshot x;
+    x.ts_ns = x.sent_ns = t * s;
+    x.up = true;
+    c.on_snapshot(x);
+  }
+  EXPECT_EQ(c.open_children(), std::vector<uint32_t>{900});
+  EXPECT_LE(c.timeline().front().ts_ns, 1 * s);  // pinned by the open fork
+  EXPECT_FALSE(c.forget(901));                    // exited: not open, stays to be taken
+  const auto out = c.take_remaining(false);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].child_pid, 901u);
+  EXPECT_LE(c.timeline().front().ts_ns, 1 * s);  // still pinned by the open fork
+  EXPECT_TRUE(c.forget(900));
+  EXPECT_TRUE(c.open_children().empty());
+  EXPECT_GE(c.timeline().front().ts_ns, 24 * s);  // back to the last 5 s
+  EXPECT_TRUE(c.take_remaining(true).empty());
+}

@@ -72,6 +72,8 @@ std::string replay_daemon(const std::string& name) {
       ids[label] = exporter->add_target(label, step["watched"].get<bool>());
     } else if (step.contains("follow")) {
       exporter->follow(ids.at(step["follow"].get<std::string>()), step["pid"].get<pid_t>());
+    } else if (step.contains("forget")) {
+      exporter->forget(ids.at(step["forget"].get<std::string>()), step["child_pid"].get<uint32_t>());
     } else if (step.contains("snapshot")) {
       exporter->on_snapshot(ids.at(step["target"].get<std::string>()), report::snapshot_from(step["snapshot"]));
     } else if (step.contains("event")) {

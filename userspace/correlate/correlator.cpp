@@ -179,6 +179,21 @@ std::vector<ForkEpisode> Correlator::take_settled(uint64_t now_ns) {
   return take_if([this, now_ns](const Partial& p) { return settled(p, now_ns); });
 }
 
+std::vector<uint32_t> Correlator::open_children() const {
+  std::vector<uint32_t> out;
+  for (const auto& [child, p] : episodes_)
+    if (p.have_fork && !p.have_final) out.push_back(child);
+  return out;
+}
+
+bool Correlator::forget(uint32_t child_pid) {
+  const auto it = episodes_.find(child_pid);
+  if (it == episodes_.end() || it->second.have_final) return false;
+  episodes_.erase(it);
+  trim_history();
+  return true;
+}
+
 std::vector<ForkEpisode> Correlator::take_remaining(bool include_alive) {
   return take_if([include_alive](const Partial& p) { return include_alive || (p.have_final && p.ep.exit_ts_ns); });
 }

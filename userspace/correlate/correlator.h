@@ -70,6 +70,13 @@ class Correlator {
   // included, without a lifetime) or when the daemon stops (exited children only).
   std::vector<ForkEpisode> take_remaining(bool include_alive);
 
+  // Forks seen starting whose child has not been seen exiting, by child pid.
+  std::vector<uint32_t> open_children() const;
+  // Lets go of an open fork whose child is gone without an exit record (it died before the exit
+  // program saw it, or the episodes map had no room for it): nothing more will come for it. Returns
+  // whether there was one.
+  bool forget(uint32_t child_pid);
+
   bool target_exited() const { return target_exited_; }
   size_t live_children() const;
   // khugepaged collapses seen as discrete events.

@@ -111,6 +111,12 @@ void Exporter::on_housekeeping(const Housekeeping& h) {
   last_dropped_ = h.dropped;
 }
 
+void Exporter::forget(TargetId id, uint32_t child_pid) {
+  Target& t = targets_.at(id);
+  record({{"forget", t.label}, {"child_pid", child_pid}});
+  if (t.correlator.forget(child_pid)) metrics_.on_fork_lost(t.label);
+}
+
 void Exporter::export_episode(Target& t, const correlate::ForkEpisode& e) {
   metrics_.on_episode(t.label, e);
   if (!kernel_splits_) metrics_.add_thp(t.label, e.thp_splits, 0);

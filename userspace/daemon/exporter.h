@@ -52,6 +52,10 @@ class Exporter {
   void on_event(TargetId t, const thptrace_event& e);
   void on_snapshot(TargetId t, const redis::Snapshot& s);
   void on_housekeeping(const Housekeeping& h);
+  // Forks of the target whose child has not been seen exiting; forget() lets go of one whose child
+  // is gone (the daemon checks /proc), so it pins no history and no fork stays in progress.
+  std::vector<uint32_t> open_children(TargetId t) const { return targets_.at(t).correlator.open_children(); }
+  void forget(TargetId t, uint32_t child_pid);
   // Exports the episodes whose facts are all known by now_ns.
   void export_settled(uint64_t now_ns);
   // Exports every episode whose child exited, whatever it still lacks (the daemon stops).

@@ -258,6 +258,11 @@ void Metrics::set_thp_mode(const std::string& enabled, const std::string& defrag
 
 void Metrics::on_fork_started(const std::string& t) { in_progress_.Add({{"target", t}}).Increment(); }
 
+void Metrics::on_fork_lost(const std::string& t) {
+  auto& g = in_progress_.Add({{"target", t}});
+  if (g.Value() > 0) g.Decrement();
+}
+
 void Metrics::on_episode(const std::string& t, const correlate::ForkEpisode& e) {
   const prometheus::Labels l = {{"target", t}, {"reason", correlate::reason_name(e.reason)}};
   forks_.Add(l).Increment();

@@ -47,6 +47,8 @@ class Metrics {
   void set_thp_mode(const std::string& enabled, const std::string& defrag);
 
   void on_fork_started(const std::string& target);
+  // A started fork that will never be exported (its child is gone without an exit record).
+  void on_fork_lost(const std::string& target);
   void on_episode(const std::string& target, const correlate::ForkEpisode& e);
   void on_stall(const std::string& target, bool compaction, double seconds);
   void add_cow_faults(const std::string& target, uint64_t parent, uint64_t child);

@@ -70,6 +70,16 @@ void Daemon::upkeep() {
                reaped.dead);
   metrics_.add_reaped(reaped.lost_exits.size(), reaped.dead);
 
+  // A fork whose child is gone without an exit record (it died unseen, or the episodes map had no
+  // room for it) would otherwise stay open for an hour, pinning its target's INFO history. The exit
+  // tracepoint fires before /proc/PID goes, so with the ring buffer drained first a child that is
+  // gone had its exit record taken already, if it ever had one (one exiting between the drain and
+  // the check still comes: its record alone makes the episode).
+  tracer_->poll(0, [this](const thptrace_event& e) { on_event(e); });
+  for (auto& t : targets_)
+    for (const uint32_t child : exporter_->open_children(t->id))
+      if (!proc::process_exists(static_cast<pid_t>(child))) exporter_->forget(t->id, child);
+
   for (auto& t : targets_)
     if (t->pid && t->untraced && proc::process_exists(t->pid)) trace_pid(*t);
 

@@ -7,16 +7,46 @@ using nlohmann::json;
 using nlohmann::ordered_json;
 
 // The ABI structs are written field by field (not as bytes) so a recording survives a field added
-// to them: a field the file lacks reads as zero.
-#define THPTRACE_EPISODE_FIELDS(X)                                                                          \
-  X(parent_tgid) X(child_pid) X(reason) X(redis_ctx) X(fork_ts_ns) X(exit_ts_ns) X(clone_start_ns)          \
-  X(clone_end_ns) X(libc_fork_ns) X(cow_faults) X(child_cow_faults) X(huge_cow_faults) X(thp_splits)        \
-  X(huge_allocs) X(fault_ns_total) X(fault_ns_count) X(compaction_stalls) X(compaction_ns) X(reclaim_stalls) \
+// to them: a field the file lacks reads as zero. One field a line; clang-format reflows macro
+// bodies differently on each pass, so it leaves these alone.
+// clang-format off
+#define THPTRACE_EPISODE_FIELDS(X) \
+  X(parent_tgid) \
+  X(child_pid) \
+  X(reason) \
+  X(redis_ctx) \
+  X(fork_ts_ns) \
+  X(exit_ts_ns) \
+  X(clone_start_ns) \
+  X(clone_end_ns) \
+  X(libc_fork_ns) \
+  X(cow_faults) \
+  X(child_cow_faults) \
+  X(huge_cow_faults) \
+  X(thp_splits) \
+  X(huge_allocs) \
+  X(fault_ns_total) \
+  X(fault_ns_count) \
+  X(compaction_stalls) \
+  X(compaction_ns) \
+  X(reclaim_stalls) \
   X(reclaim_ns)
-#define THPTRACE_TARGET_FIELDS(X)                                                                        \
-  X(cow_faults) X(child_cow_faults) X(huge_cow_faults) X(thp_splits) X(huge_allocs) X(khugepaged_scans) \
-  X(thp_collapses) X(compaction_stalls) X(compaction_ns) X(reclaim_stalls) X(reclaim_ns) X(fault_ns_total) \
-  X(fault_ns_count) X(untracked_forks)
+#define THPTRACE_TARGET_FIELDS(X) \
+  X(cow_faults) \
+  X(child_cow_faults) \
+  X(huge_cow_faults) \
+  X(thp_splits) \
+  X(huge_allocs) \
+  X(khugepaged_scans) \
+  X(thp_collapses) \
+  X(compaction_stalls) \
+  X(compaction_ns) \
+  X(reclaim_stalls) \
+  X(reclaim_ns) \
+  X(fault_ns_total) \
+  X(fault_ns_count) \
+  X(untracked_forks)
+// clang-format on
 #define THPTRACE_EVENT_FIELDS(X) X(type) X(tgid) X(pid) X(child_pid) X(ts_ns) X(start_ns) X(value) X(value2)
 
 template <typename T, size_t N>
@@ -119,11 +149,25 @@ std::optional<T> optional_from(const json& j, const char* key) {
   return j.at(key).get<T>();
 }
 
-#define THPTRACE_SNAPSHOT_FIELDS(X)                                                                         \
-  X(ts_ns) X(sent_ns) X(up) X(process_id) X(total_forks) X(latest_fork_usec) X(sync_full)                   \
-  X(rdb_bgsave_in_progress) X(aof_rewrite_in_progress) X(replica_waiting_bgsave) X(current_cow_size)        \
-  X(current_fork_perc) X(current_save_keys_processed) X(rdb_last_cow_size) X(aof_last_cow_size)             \
+// clang-format off
+#define THPTRACE_SNAPSHOT_FIELDS(X) \
+  X(ts_ns) \
+  X(sent_ns) \
+  X(up) \
+  X(process_id) \
+  X(total_forks) \
+  X(latest_fork_usec) \
+  X(sync_full) \
+  X(rdb_bgsave_in_progress) \
+  X(aof_rewrite_in_progress) \
+  X(replica_waiting_bgsave) \
+  X(current_cow_size) \
+  X(current_fork_perc) \
+  X(current_save_keys_processed) \
+  X(rdb_last_cow_size) \
+  X(aof_last_cow_size) \
   X(repl_diskless_sync)
+// clang-format on
 
 ordered_json snapshot_json(const redis::Snapshot& s) {
   ordered_json j;
