@@ -63,6 +63,7 @@ std::string replay_daemon(const std::string& name) {
       modes.thp = report::choice_from(p["thp"]);
       modes.stall = report::choice_from(p["stall"]);
       modes.redis = report::choice_from(p["redis"]);
+      if (p.contains("kernel_copies")) modes.kernel_copies = report::choice_from(p["kernel_copies"]);
       exporter = std::make_unique<daemon::Exporter>(metrics, modes);
       continue;
     }

@@ -16,7 +16,8 @@ void Exporter::record_to(const std::string& record_path) {
             {"cow_fault", report::choice_json(modes_.cow_fault)},
             {"thp", report::choice_json(modes_.thp)},
             {"stall", report::choice_json(modes_.stall)},
-            {"redis", report::choice_json(modes_.redis)}}}});
+            {"redis", report::choice_json(modes_.redis)},
+            {"kernel_copies", report::choice_json(modes_.kernel_copies)}}}});
 }
 
 void Exporter::record(const nlohmann::ordered_json& step) {

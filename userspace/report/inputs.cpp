@@ -209,6 +209,7 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
                  {"thp", choice_json(in.probes.thp)},
                  {"stall", choice_json(in.probes.stall)},
                  {"redis", choice_json(in.probes.redis)},
+                 {"kernel_copies", choice_json(in.probes.kernel_copies)},
                  {"forced_fallback", in.probes.forced_fallback}};
   j["huge_alloc"] = choice_json(in.huge_alloc);
   j["start_ns"] = in.start_ns;
@@ -259,6 +260,8 @@ CaptureInputs inputs_from_json(const json& j) {
   in.probes.thp = choice_from(p.at("thp"));
   in.probes.stall = choice_from(p.at("stall"));
   in.probes.redis = choice_from(p.at("redis"));
+  // Recorded before kernel-made copies were a family: unavailable, as they were then.
+  if (p.contains("kernel_copies")) in.probes.kernel_copies = choice_from(p.at("kernel_copies"));
   in.probes.forced_fallback = p.at("forced_fallback").get<bool>();
   in.huge_alloc = choice_from(j.at("huge_alloc"));
   in.start_ns = j.at("start_ns").get<uint64_t>();

@@ -268,6 +268,10 @@ Report from_json(const nlohmann::json& j) {
   r.probes.thp.mode = mode_named(probes.at("thp").get<std::string>());
   r.probes.stall.mode = mode_named(probes.at("stall").get<std::string>());
   r.probes.redis.mode = mode_named(probes.at("redis").get<std::string>());
+  // Optional in the schema: reports from before the per-process Redis entry points and kernel copies.
+  if (probes.contains("redis_why")) r.probes.redis.why = probes.at("redis_why").get<std::string>();
+  if (probes.contains("kernel_copies"))
+    r.probes.kernel_copies.mode = mode_named(probes.at("kernel_copies").get<std::string>());
   const auto huge_alloc = probes.at("huge_alloc").get<std::string>();
   r.huge_alloc.mode = huge_alloc == "off" ? tracer::Mode::unavailable : mode_named(huge_alloc);
   r.probes.forced_fallback = probes.at("forced_fallback").get<bool>();
