@@ -156,7 +156,8 @@ TEST(Correlator, VmstatSplitsInFallbackMode) {
 
 // The daemon's use: an episode is taken once every fact of it is known, and only once.
 TEST(Correlator, StreamingWaitsForAPollAfterTheExitToNameTheReason) {
-  Correlator c(kParent, {.kernel_splits = true, .redis_polled = true, .repl_diskless_sync = "no", .bounded_history = true});
+  Correlator c(kParent,
+               {.kernel_splits = true, .redis_polled = true, .repl_diskless_sync = "no", .bounded_history = true});
   auto poll = [](uint64_t sent, uint64_t ts, bool rdb, int64_t forks) {
     Snapshot s;
     s.sent_ns = sent;
@@ -205,7 +206,8 @@ TEST(Correlator, StreamingWaitsForAVmstatSampleAfterTheExitOrGivesUp) {
 }
 
 TEST(Correlator, BoundedHistoryKeepsOnlyWhatAPendingForkNeeds) {
-  Correlator c(kParent, {.kernel_splits = true, .redis_polled = true, .repl_diskless_sync = "", .bounded_history = true});
+  Correlator c(kParent,
+               {.kernel_splits = true, .redis_polled = true, .repl_diskless_sync = "", .bounded_history = true});
   const uint64_t s = 1'000'000'000;
   for (uint64_t t = 1; t <= 20; ++t) {
     Snapshot x;
@@ -230,8 +232,8 @@ TEST(Correlator, AForgottenForkNoLongerPinsTheHistory) {
   Correlator c(kParent,
                {.kernel_splits = true, .redis_polled = true, .repl_diskless_sync = "", .bounded_history = true});
   const uint64_t s = 1'000'000'000;
-  c.on_event(fork_ev(900, 1 * s));   // its child dies unseen
-  c.on_event(fork_ev(901, 2 * s));   // its child exits normally
+  c.on_event(fork_ev(900, 1 * s));  // its child dies unseen
+  c.on_event(fork_ev(901, 2 * s));  // its child exits normally
   c.on_event(exit_ev(episode(901, 2 * s, 3 * s, 10)));
   for (uint64_t t = 1; t <= 30; ++t) {
     Snapshot x;
@@ -241,7 +243,7 @@ TEST(Correlator, AForgottenForkNoLongerPinsTheHistory) {
   }
   EXPECT_EQ(c.open_children(), std::vector<uint32_t>{900});
   EXPECT_LE(c.timeline().front().ts_ns, 1 * s);  // pinned by the open fork
-  EXPECT_FALSE(c.forget(901));                    // exited: not open, stays to be taken
+  EXPECT_FALSE(c.forget(901));                   // exited: not open, stays to be taken
   const auto out = c.take_remaining(false);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].child_pid, 901u);

@@ -27,14 +27,17 @@ std::string read_text(const std::string& name) {
   return s.str();
 }
 
-report::CaptureInputs read_inputs(const std::string& name) { return report::inputs_from_json(json::parse(read_text(name))); }
+report::CaptureInputs read_inputs(const std::string& name) {
+  return report::inputs_from_json(json::parse(read_text(name)));
+}
 
 // The families the daemon sets itself from the kernel maps' state at each upkeep (daemon/upkeep.cpp):
 // occupancy, reaping, untraced targets and the programs' own cost. They are not derived from the
 // recorded inputs, so the replay leaves them out of both sides.
 bool upkeep_family(const std::string& line) {
-  for (const char* name : {"thptrace_bpf_map_", "thptrace_bpf_program_", "thptrace_bpf_stats_enabled",
-                           "thptrace_target_untraced", "thptrace_target_watch_failures_total", "thptrace_episodes_reaped_total"})
+  for (const char* name :
+       {"thptrace_bpf_map_", "thptrace_bpf_program_", "thptrace_bpf_stats_enabled", "thptrace_target_untraced",
+        "thptrace_target_watch_failures_total", "thptrace_episodes_reaped_total"})
     if (line.find(name) != std::string::npos) return true;
   return false;
 }

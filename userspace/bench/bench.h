@@ -26,7 +26,6 @@ class Interrupted : public BenchError {
   Interrupted() : BenchError("interrupted by a signal") {}
 };
 
-
 // What starts the "during" phase, and which Redis state ends it.
 enum class Trigger {
   none,          // steady: no during phase at all

@@ -17,8 +17,7 @@
 namespace thptrace::cli {
 
 CaptureTarget validate_capture(const CaptureOptions& o) {
-  if (!proc::process_exists(o.pid))
-    throw FatalError(kExitUsage, fmt::format("no process with pid {} exists.", o.pid));
+  if (!proc::process_exists(o.pid)) throw FatalError(kExitUsage, fmt::format("no process with pid {} exists.", o.pid));
   const auto status = proc::read_status(o.pid);
   if (!status) throw FatalError(kExitUsage, fmt::format("cannot read /proc/{}/status: no such process.", o.pid));
   if (!o.json_path.empty()) {
@@ -41,13 +40,13 @@ CaptureSession::CaptureSession(const CaptureOptions& o, const CaptureTarget& tar
   attach(o, target);
   sampler_ = std::make_unique<proc::Sampler>(o.pid, std::chrono::milliseconds(std::max(o.interval_ms, 10)));
   if (target.redis)
-    watcher_ = std::make_unique<redis::Watcher>(redis::Watcher::Options{
-        .address = target.redis->address,
-        .user = o.redis_settings.user,
-        .password = target.redis->credentials.password,
-        .tls = redis::tls_for(target.redis->credentials, target.redis->address),
-        .interval = std::chrono::milliseconds(o.interval_ms),
-        .on_snapshot = {}});
+    watcher_ = std::make_unique<redis::Watcher>(
+        redis::Watcher::Options{.address = target.redis->address,
+                                .user = o.redis_settings.user,
+                                .password = target.redis->credentials.password,
+                                .tls = redis::tls_for(target.redis->credentials, target.redis->address),
+                                .interval = std::chrono::milliseconds(o.interval_ms),
+                                .on_snapshot = {}});
 }
 
 void CaptureSession::attach(const CaptureOptions& o, const CaptureTarget& target) {

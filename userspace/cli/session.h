@@ -25,7 +25,8 @@ struct CaptureTarget {
 };
 
 // Checks the options against the system: the process exists, the JSON can be written there, the
-// Redis address parses and its credentials read (one TLS handshake tried), the kernel has BTF. Throws FatalError (usage or runtime).
+// Redis address parses and its credentials read (one TLS handshake tried), the kernel has BTF. Throws FatalError (usage
+// or runtime).
 CaptureTarget validate_capture(const CaptureOptions& o);
 
 class CaptureSession {

@@ -108,7 +108,8 @@ void Correlator::trim_history() {
   if (!samples_.samples().empty()) newest = std::max(newest, samples_.samples().back().ts_ns);
   uint64_t keep_from = back_off(newest);
   for (const auto& [child, p] : episodes_)
-    if (p.ep.fork_ts_ns && p.ep.fork_ts_ns + kLongestForkNs >= newest) keep_from = std::min(keep_from, back_off(p.ep.fork_ts_ns));
+    if (p.ep.fork_ts_ns && p.ep.fork_ts_ns + kLongestForkNs >= newest)
+      keep_from = std::min(keep_from, back_off(p.ep.fork_ts_ns));
   size_t old = 0;
   while (timeline_.size() - old > 2 && timeline_[old].ts_ns < keep_from) ++old;
   timeline_.erase(timeline_.begin(), timeline_.begin() + static_cast<std::ptrdiff_t>(old));
@@ -167,7 +168,8 @@ std::vector<ForkEpisode> Correlator::take_if(const std::function<bool(const Part
       ++it;
     }
   }
-  std::sort(out.begin(), out.end(), [](const ForkEpisode& a, const ForkEpisode& b) { return a.fork_ts_ns < b.fork_ts_ns; });
+  std::sort(out.begin(), out.end(),
+            [](const ForkEpisode& a, const ForkEpisode& b) { return a.fork_ts_ns < b.fork_ts_ns; });
   return out;
 }
 

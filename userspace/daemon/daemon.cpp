@@ -5,9 +5,9 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <fstream>
 #include <atomic>
 #include <csignal>
+#include <fstream>
 #include <thread>
 
 #include "common/btf.h"
@@ -278,7 +278,8 @@ int Daemon::run() {
     }
   }
   exporter_->export_remaining();
-  if (const char* path = std::getenv("THPTRACE_RECORD_INPUTS")) std::ofstream(path + std::string(".metrics")) << metrics_.exposition();
+  if (const char* path = std::getenv("THPTRACE_RECORD_INPUTS"))
+    std::ofstream(path + std::string(".metrics")) << metrics_.exposition();
   fmt::print(stderr, "thptrace: daemon stopping\n");
   return kExitOk;
 }

@@ -49,14 +49,11 @@ void Exporter::on_event(TargetId id, const thptrace_event& e) {
   record({{"event", report::event_json(e)}, {"target", t.label}});
   t.correlator.on_event(e);
   switch (e.type) {
-    case EV_FORK:
-      metrics_.on_fork_started(t.label);
-      break;
+    case EV_FORK: metrics_.on_fork_started(t.label); break;
     case EV_STALL:
       metrics_.on_stall(t.label, e.value == STALL_COMPACTION, static_cast<double>(e.ts_ns - e.start_ns) / 1e9);
       break;
-    default:
-      break;
+    default: break;
   }
 }
 
@@ -69,19 +66,19 @@ void Exporter::on_snapshot(TargetId id, const redis::Snapshot& s) {
 
 void Exporter::on_housekeeping(const Housekeeping& h) {
   if (record_) {
-    nlohmann::ordered_json step = {{"housekeeping", h.now_ns},
-                                   {"thp_enabled", h.system.thp_enabled},
-                                   {"thp_defrag", h.system.thp_defrag}};
+    nlohmann::ordered_json step = {
+        {"housekeeping", h.now_ns}, {"thp_enabled", h.system.thp_enabled}, {"thp_defrag", h.system.thp_defrag}};
     if (h.thp_split_pmd) step["thp_split_pmd"] = *h.thp_split_pmd;
     step["targets"] = nlohmann::ordered_json::array();
     for (const auto& r : h.targets) {
       nlohmann::ordered_json ts = {{"target", targets_.at(r.target).label}};
       if (r.counters) ts["counters"] = report::target_json(*r.counters);
       const auto& s = r.sample;
-      ts["sample"] = {{"target_alive", s.target_alive},
-                      {"rss_kb", s.rss_kb},
-                      {"anon_huge_pages_kb", s.anon_huge_pages_kb},
-                      {"thp_enabled", s.thp_enabled ? nlohmann::ordered_json(*s.thp_enabled) : nlohmann::ordered_json(nullptr)}};
+      ts["sample"] = {
+          {"target_alive", s.target_alive},
+          {"rss_kb", s.rss_kb},
+          {"anon_huge_pages_kb", s.anon_huge_pages_kb},
+          {"thp_enabled", s.thp_enabled ? nlohmann::ordered_json(*s.thp_enabled) : nlohmann::ordered_json(nullptr)}};
       step["targets"].push_back(std::move(ts));
     }
     step["dropped"] = h.dropped;
@@ -91,7 +88,8 @@ void Exporter::on_housekeeping(const Housekeeping& h) {
   for (const auto& r : h.targets) {
     Target& t = targets_.at(r.target);
     if (const auto& k = r.counters) {
-      metrics_.add_cow_faults(t.label, k->cow_faults - t.last.cow_faults, k->child_cow_faults - t.last.child_cow_faults);
+      metrics_.add_cow_faults(t.label, k->cow_faults - t.last.cow_faults,
+                              k->child_cow_faults - t.last.child_cow_faults);
       // Fallback modes: a fork's splits are counted when its episode is exported (export_episode).
       const uint64_t splits = kernel_splits_ ? k->thp_splits - t.last.thp_splits : 0;
       metrics_.add_thp(t.label, splits, k->thp_collapses - t.last.thp_collapses);

@@ -3,8 +3,8 @@
 #include <prometheus/text_serializer.h>
 
 #include <cmath>
-#include <sstream>
 #include <limits>
+#include <sstream>
 
 #include "common/error.h"
 #include "thptrace/version.h"

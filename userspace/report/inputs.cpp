@@ -134,7 +134,9 @@ tracer::Mode mode_from(const std::string& name) {
   return tracer::Mode::unavailable;
 }
 
-ordered_json choice_json(const tracer::FamilyChoice& c) { return {{"mode", tracer::mode_name(c.mode)}, {"why", c.why}}; }
+ordered_json choice_json(const tracer::FamilyChoice& c) {
+  return {{"mode", tracer::mode_name(c.mode)}, {"why", c.why}};
+}
 tracer::FamilyChoice choice_from(const json& j) {
   return {mode_from(j.at("mode").get<std::string>()), j.at("why").get<std::string>()};
 }

@@ -22,15 +22,15 @@ struct CaptureInputs {
   std::string version;
   proc::SystemInfo system;
   int pid = 0;
-  std::string comm;                       // /proc/PID/status Name at the start
-  std::optional<bool> status_thp_enabled; // /proc/PID/status THP_enabled at the start
-  tracer::ProbeReport probes;             // the modes in use after attach
+  std::string comm;                        // /proc/PID/status Name at the start
+  std::optional<bool> status_thp_enabled;  // /proc/PID/status THP_enabled at the start
+  tracer::ProbeReport probes;              // the modes in use after attach
   tracer::FamilyChoice huge_alloc;
-  uint64_t start_ns = 0, end_ns = 0;      // CLOCK_MONOTONIC
-  std::vector<thptrace_event> events;     // ring-buffer records, in arrival order
+  uint64_t start_ns = 0, end_ns = 0;             // CLOCK_MONOTONIC
+  std::vector<thptrace_event> events;            // ring-buffer records, in arrival order
   std::vector<thptrace_episode> final_episodes;  // still in the kernel map at the end
-  thptrace_target target{};               // the target's kernel counters at the end
-  uint64_t dropped = 0;                   // ring-buffer records lost
+  thptrace_target target{};                      // the target's kernel counters at the end
+  uint64_t dropped = 0;                          // ring-buffer records lost
   proc::SampleSeries samples;
   std::optional<std::string> redis_address;  // set when --redis was given
   std::vector<redis::Snapshot> timeline;

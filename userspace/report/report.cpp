@@ -207,7 +207,6 @@ bool write_json_file(const Report& r, const std::string& path, std::string* erro
   return true;
 }
 
-
 namespace {
 
 using nlohmann::json;

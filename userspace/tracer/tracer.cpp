@@ -17,8 +17,8 @@
 #include "common/log.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
-#include "tracer/entry_points.h"
 #include "thptrace_bpf.skel.h"
+#include "tracer/entry_points.h"
 
 namespace thptrace::tracer {
 namespace {
