@@ -38,6 +38,7 @@ CaptureSession::CaptureSession(const CaptureOptions& o, const CaptureTarget& tar
   inputs_.status_thp_enabled = target.status.thp_enabled;
   if (target.redis) inputs_.redis_address = target.redis->address.str();
   attach(o, target);
+  inputs_.cgroup_start = proc::read_memory_cgroup(o.pid);
   sampler_ = std::make_unique<proc::Sampler>(o.pid, std::chrono::milliseconds(std::max(o.interval_ms, 10)));
   if (target.redis)
     watcher_ = std::make_unique<redis::Watcher>(
@@ -130,6 +131,7 @@ report::CaptureInputs CaptureSession::run() {
   inputs_.target = tracer_->target(inputs_.pid).value_or(thptrace_target{});
   inputs_.dropped = tracer_->dropped();
   inputs_.samples = sampler_->stop();
+  inputs_.cgroup_end = proc::read_memory_cgroup(inputs_.pid);
   if (watcher_) {
     inputs_.timeline = watcher_->stop();
     inputs_.facts = watcher_->facts();

@@ -1,5 +1,7 @@
 #include "proc/sampler.h"
 
+#include "proc/cgroup.h"
+
 #include <algorithm>
 #include <ctime>
 
@@ -59,6 +61,9 @@ Sample take_sample(pid_t pid) {
     s.rss_kb = r->rss_kb;
     s.anon_huge_pages_kb = r->anon_huge_pages_kb;
   }
+  if (s.target_alive)
+    if (const auto m = read_memory_cgroup(pid)) s.cgroup_usage_bytes = m->usage_bytes;
+  s.mem_available_bytes = read_mem_available();
   return s;
 }
 

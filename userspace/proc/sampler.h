@@ -24,6 +24,10 @@ struct Sample {
   uint64_t anon_huge_pages_kb = 0;
   std::optional<bool> thp_enabled;
   std::map<std::string, uint64_t> thp_vmstat;  // the thp_* counters only
+  // The memory cgroup the target is charged to (usage now) and the system's MemAvailable: what a
+  // fork's copy-on-write runs against.
+  std::optional<uint64_t> cgroup_usage_bytes;
+  std::optional<uint64_t> mem_available_bytes;
 };
 
 // A sample series; pure data so it can be built by hand in tests.

@@ -43,6 +43,26 @@ Report assemble(const CaptureInputs& in) {
     r.totals.thp_splits = 0;
     for (const auto& f : r.forks) r.totals.thp_splits += f.thp_splits;
   }
+  for (const auto& f : r.forks) {
+    r.memory.copied_bytes += (f.cow_faults + f.child_cow_faults) * 4096;
+    if (f.child_lifetime_ms) r.memory.fork_window_s += *f.child_lifetime_ms / 1e3;
+  }
+  for (const auto& s : samples)
+    if (s.mem_available_bytes)
+      r.memory.mem_available_min_bytes =
+          std::min(r.memory.mem_available_min_bytes.value_or(UINT64_MAX), *s.mem_available_bytes);
+  if (const auto& end = in.cgroup_end ? in.cgroup_end : in.cgroup_start) {
+    CgroupSection c;
+    c.version = end->version;
+    c.path = end->dir;
+    c.limit_bytes = end->limit_bytes;
+    c.peak_bytes = end->peak_bytes;
+    c.usage_max_bytes = std::max(end->usage_bytes, in.cgroup_start ? in.cgroup_start->usage_bytes : 0);
+    for (const auto& s : samples)
+      if (s.cgroup_usage_bytes) c.usage_max_bytes = std::max(c.usage_max_bytes, *s.cgroup_usage_bytes);
+    if (in.cgroup_start && end->oom_kills >= in.cgroup_start->oom_kills) c.oom_kills = end->oom_kills - in.cgroup_start->oom_kills;
+    r.memory.cgroup = c;
+  }
   if (in.redis_address) {
     RedisSection rs;
     rs.address = *in.redis_address;

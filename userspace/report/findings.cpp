@@ -138,6 +138,30 @@ std::vector<std::string> findings(const Report& r) {
     f.push_back({2, fmt::format("{} forks overlapped more than {} live children and their faults were not "
                                 "attributed.", r.totals.untracked_forks, THPTRACE_MAX_ACTIVE)});
 
+  if (const auto& c = r.memory.cgroup) {
+    const auto in_mib = [](uint64_t b) { return static_cast<double>(b) / (1 << 20); };
+    if (c->limit_bytes && *c->limit_bytes > 0 &&
+        static_cast<double>(c->usage_max_bytes) >= (1.0 - kHeadroomWarnShare) * static_cast<double>(*c->limit_bytes)) {
+      const uint64_t headroom = *c->headroom_bytes();
+      std::string rate;
+      if (r.memory.fork_window_s > 0 && r.memory.copied_bytes > 0) {
+        const double per_s = static_cast<double>(r.memory.copied_bytes) / r.memory.fork_window_s;
+        rate = fmt::format(" At the rate the forks copied ({:.1f} MiB/s while a child lived), the {:.1f} MiB left "
+                           "would last about {:.0f} s of a fork.",
+                           in_mib(static_cast<uint64_t>(per_s)), in_mib(headroom), static_cast<double>(headroom) / per_s);
+      }
+      f.push_back({1, fmt::format("The memory cgroup's usage peaked at {:.1f} MiB, {:.0f}% of its {:.1f} MiB limit ({}): "
+                                  "copy-on-write during a longer fork, or more writes, can reach it and the kernel "
+                                  "would OOM-kill a process in it.{}",
+                                  in_mib(c->usage_max_bytes),
+                                  100.0 * static_cast<double>(c->usage_max_bytes) / static_cast<double>(*c->limit_bytes),
+                                  in_mib(*c->limit_bytes), c->path, rate)});
+    }
+    if (c->oom_kills > 0)
+      f.push_back({0, fmt::format("The kernel OOM-killed {} process(es) in this memory cgroup ({}) during the capture.",
+                                  c->oom_kills, c->path)});
+  }
+
   std::stable_sort(f.begin(), f.end(), [](const Finding& a, const Finding& b) { return a.priority < b.priority; });
   std::vector<std::string> out;
   for (auto& x : f) out.push_back(std::move(x.text));

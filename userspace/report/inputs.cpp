@@ -151,6 +151,25 @@ std::optional<T> optional_from(const json& j, const char* key) {
   return j.at(key).get<T>();
 }
 
+ordered_json cgroup_json(const std::optional<proc::CgroupMemory>& m) {
+  if (!m) return nullptr;
+  return {{"version", m->version},         {"dir", m->dir},           {"limit_bytes", optional_json(m->limit_bytes)},
+          {"usage_bytes", m->usage_bytes}, {"peak_bytes", optional_json(m->peak_bytes)}, {"oom_kills", m->oom_kills}};
+}
+// Recordings from before the memory figures have no such key: nullopt, as if no cgroup was readable.
+std::optional<proc::CgroupMemory> cgroup_from(const json& j, const char* key) {
+  if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+  const auto& c = j.at(key);
+  proc::CgroupMemory m;
+  m.version = c.at("version").get<int>();
+  m.dir = c.at("dir").get<std::string>();
+  m.limit_bytes = optional_from<uint64_t>(c, "limit_bytes");
+  m.usage_bytes = c.at("usage_bytes").get<uint64_t>();
+  m.peak_bytes = optional_from<uint64_t>(c, "peak_bytes");
+  m.oom_kills = c.at("oom_kills").get<uint64_t>();
+  return m;
+}
+
 // clang-format off
 #define THPTRACE_SNAPSHOT_FIELDS(X) \
   X(ts_ns) \
@@ -229,7 +248,9 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
                             {"rss_kb", s.rss_kb},
                             {"anon_huge_pages_kb", s.anon_huge_pages_kb},
                             {"thp_enabled", optional_json(s.thp_enabled)},
-                            {"thp_vmstat", s.thp_vmstat}});
+                            {"thp_vmstat", s.thp_vmstat},
+                            {"cgroup_usage_bytes", optional_json(s.cgroup_usage_bytes)},
+                            {"mem_available_bytes", optional_json(s.mem_available_bytes)}});
   j["redis_address"] = optional_json(in.redis_address);
   j["timeline"] = ordered_json::array();
   for (const auto& s : in.timeline) j["timeline"].push_back(snapshot_json(s));
@@ -242,6 +263,8 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
   else
     j["facts"] = nullptr;
   j["redis_error"] = in.redis_error;
+  j["cgroup_start"] = cgroup_json(in.cgroup_start);
+  j["cgroup_end"] = cgroup_json(in.cgroup_end);
   return j;
 }
 
@@ -280,6 +303,8 @@ CaptureInputs inputs_from_json(const json& j) {
     x.anon_huge_pages_kb = s.at("anon_huge_pages_kb").get<uint64_t>();
     x.thp_enabled = optional_from<bool>(s, "thp_enabled");
     x.thp_vmstat = s.at("thp_vmstat").get<std::map<std::string, uint64_t>>();
+    x.cgroup_usage_bytes = optional_from<uint64_t>(s, "cgroup_usage_bytes");
+    x.mem_available_bytes = optional_from<uint64_t>(s, "mem_available_bytes");
     in.samples.add(std::move(x));
   }
   in.redis_address = optional_from<std::string>(j, "redis_address");
@@ -291,6 +316,8 @@ CaptureInputs inputs_from_json(const json& j) {
                                   f.at("executable").get<std::string>()};
   }
   in.redis_error = j.at("redis_error").get<std::string>();
+  in.cgroup_start = cgroup_from(j, "cgroup_start");
+  in.cgroup_end = cgroup_from(j, "cgroup_end");
   return in;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "proc/proc.h"
+#include "proc/cgroup.h"
 #include "proc/sampler.h"
 #include "redis/watcher.h"
 #include "tracer/abi.h"
@@ -36,6 +37,8 @@ struct CaptureInputs {
   std::vector<redis::Snapshot> timeline;
   std::optional<redis::ServerFacts> facts;
   std::string redis_error;
+  // The target's memory cgroup at the start and at the end (limit, the kernel's peak, OOM kills).
+  std::optional<proc::CgroupMemory> cgroup_start, cgroup_end;
 };
 
 // One record of each kind, as inputs_to_json writes it (the daemon's recordings use them too).

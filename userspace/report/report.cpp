@@ -15,6 +15,7 @@ namespace {
 using nlohmann::ordered_json;
 
 ordered_json opt(const std::optional<double>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); }
+ordered_json opt(const std::optional<uint64_t>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); }
 
 ordered_json latency_json(const std::optional<correlate::LatencyWindow>& w) {
   if (!w) return nullptr;
@@ -104,6 +105,18 @@ ordered_json to_json(const Report& r) {
   } else if (r.redis) {
     j["redis_error"] = r.redis->error;
   }
+  j["memory"] = {{"copied_bytes", r.memory.copied_bytes},
+                 {"fork_window_s", r.memory.fork_window_s},
+                 {"mem_available_min_bytes", opt(r.memory.mem_available_min_bytes)},
+                 {"cgroup", nullptr}};
+  if (const auto& c = r.memory.cgroup)
+    j["memory"]["cgroup"] = {{"version", c->version},
+                             {"path", c->path},
+                             {"limit_bytes", opt(c->limit_bytes)},
+                             {"usage_max_bytes", c->usage_max_bytes},
+                             {"peak_bytes", opt(c->peak_bytes)},
+                             {"headroom_bytes", opt(c->headroom_bytes())},
+                             {"oom_kills", c->oom_kills}};
   j["findings"] = findings(r);
   return j;
 }
@@ -145,6 +158,15 @@ std::string to_text(const Report& r) {
     line(fmt::format("redis {} at {}: disable-thp={} repl-diskless-sync={} latest_fork_usec={} total_forks +{}",
                      r.redis->version, r.redis->address, r.redis->disable_thp, r.redis->repl_diskless_sync,
                      r.redis->latest_fork_usec, r.redis->total_forks_delta));
+  if (const auto& c = r.memory.cgroup) {
+    const auto mib = [](uint64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20)); };
+    line(fmt::format("memory cgroup v{} {}: limit {}, usage peak {}{}, oom kills {}", c->version, c->path,
+                     c->limit_bytes ? mib(*c->limit_bytes) : std::string("none"), mib(c->usage_max_bytes),
+                     c->limit_bytes ? fmt::format(" ({:.0f}% of it)", 100.0 * static_cast<double>(c->usage_max_bytes) /
+                                                                       static_cast<double>(std::max<uint64_t>(*c->limit_bytes, 1)))
+                                    : std::string(),
+                     c->oom_kills));
+  }
   line("");
   line(fmt::format("forks: {}", r.forks.size()));
   if (!r.forks.empty()) {
@@ -331,6 +353,27 @@ Report from_json(const nlohmann::json& j) {
     RedisSection rs;
     rs.error = j.at("redis_error").get<std::string>();
     r.redis = rs;
+  }
+  // Optional in the schema: reports from before the memory figures.
+  if (j.contains("memory")) {
+    const auto& m = j.at("memory");
+    const auto u64 = [](const json& x) -> std::optional<uint64_t> {
+      return x.is_null() ? std::nullopt : std::optional(x.get<uint64_t>());
+    };
+    r.memory.copied_bytes = m.at("copied_bytes").get<uint64_t>();
+    r.memory.fork_window_s = m.at("fork_window_s").get<double>();
+    r.memory.mem_available_min_bytes = u64(m.at("mem_available_min_bytes"));
+    if (!m.at("cgroup").is_null()) {
+      const auto& x = m.at("cgroup");
+      CgroupSection c;
+      c.version = x.at("version").get<int>();
+      c.path = x.at("path").get<std::string>();
+      c.limit_bytes = u64(x.at("limit_bytes"));
+      c.usage_max_bytes = x.at("usage_max_bytes").get<uint64_t>();
+      c.peak_bytes = u64(x.at("peak_bytes"));
+      c.oom_kills = x.at("oom_kills").get<uint64_t>();
+      r.memory.cgroup = c;
+    }
   }
   return r;
 }

@@ -29,6 +29,29 @@ struct RedisSection {
   int64_t rdb_last_cow_size = 0;
 };
 
+// What the forks' copy-on-write ran against: the memory cgroup the process is charged to (v1 or v2)
+// and the system's MemAvailable, over the capture.
+struct CgroupSection {
+  int version = 0;
+  std::string path;                      // the cgroup's directory
+  std::optional<uint64_t> limit_bytes;   // nullopt: no limit
+  uint64_t usage_max_bytes = 0;          // the highest usage sampled during the capture
+  std::optional<uint64_t> peak_bytes;    // the kernel's high-water mark at the end (cgroup lifetime)
+  uint64_t oom_kills = 0;                // OOM kills in the cgroup during the capture
+  std::optional<uint64_t> headroom_bytes() const {
+    if (!limit_bytes) return std::nullopt;
+    return *limit_bytes > usage_max_bytes ? *limit_bytes - usage_max_bytes : 0;
+  }
+};
+struct MemorySection {
+  uint64_t copied_bytes = 0;  // copy-on-write faults of the fork windows (parent and children) × 4 KiB
+  double fork_window_s = 0;   // the children's lifetimes summed: the time those copies took
+  std::optional<uint64_t> mem_available_min_bytes;
+  std::optional<CgroupSection> cgroup;
+};
+// A limit counts as close when the usage came within this share of it.
+inline constexpr double kHeadroomWarnShare = 0.20;
+
 struct Report {
   std::string version;
   proc::SystemInfo system;
@@ -49,6 +72,7 @@ struct Report {
   std::vector<correlate::ForkEpisode> forks;
   correlate::Totals totals;
   std::optional<RedisSection> redis;  // set when --redis was given
+  MemorySection memory;
 };
 
 // The text report lists every fork while there are at most kForkTableRows; past that it keeps the

@@ -1,0 +1,109 @@
+// The report's memory section against a real memory cgroup: a Redis charged to a cgroup whose limit
+// sits 15% above its usage, a BGSAVE under writes, and the capture's figures checked against the
+// cgroup's own files (cgroup v1's memory controller here; v2 where the host has it there).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "harness.h"
+#include "proc/proc.h"
+
+using namespace std::chrono_literals;
+using namespace thptrace;
+using namespace thptrace::test;
+
+namespace {
+
+// A memory cgroup made for the test and removed by the destructor (after its processes are gone).
+class MemoryCgroup {
+ public:
+  MemoryCgroup() {
+    const std::string name = "thptrace-test-" + std::to_string(::getpid());
+    if (std::filesystem::exists("/sys/fs/cgroup/memory/memory.limit_in_bytes")) {
+      version_ = 1;
+      dir_ = "/sys/fs/cgroup/memory/" + name;
+    } else if (proc::read_file("/sys/fs/cgroup/cgroup.subtree_control", 4096).value_or("").find("memory") !=
+               std::string::npos) {
+      version_ = 2;
+      dir_ = "/sys/fs/cgroup/" + name;
+    } else {
+      return;
+    }
+    std::error_code ec;
+    std::filesystem::create_directory(dir_, ec);
+    if (ec) dir_.clear();
+  }
+  ~MemoryCgroup() {
+    if (dir_.empty()) return;
+    for (int i = 0; i < 50 && ::rmdir(dir_.c_str()) != 0; i++) std::this_thread::sleep_for(100ms);
+  }
+  bool ok() const { return !dir_.empty(); }
+  int version() const { return version_; }
+  const std::string& dir() const { return dir_; }
+  bool add(pid_t pid) const { return static_cast<bool>(std::ofstream(dir_ + "/cgroup.procs") << pid << "\n"); }
+  uint64_t read(const std::string& v1, const std::string& v2) const {
+    return std::stoull(proc::read_file(dir_ + "/" + (version_ == 1 ? v1 : v2), 64).value_or("0"));
+  }
+  uint64_t usage() const { return read("memory.usage_in_bytes", "memory.current"); }
+  uint64_t limit() const { return read("memory.limit_in_bytes", "memory.max"); }
+  bool set_limit(uint64_t bytes) const {
+    return static_cast<bool>(std::ofstream(dir_ + "/" + (version_ == 1 ? "memory.limit_in_bytes" : "memory.max"))
+                             << bytes << "\n");
+  }
+
+ private:
+  int version_ = 0;
+  std::string dir_;
+};
+
+}  // namespace
+
+TEST(Memory, CgroupLimitAndPeakMatchTheCgroupsOwnFiguresAndCloseIsAFinding) {
+  REQUIRE_BPF();
+  MemoryCgroup cg;
+  ASSERT_TRUE(cg.ok()) << "no memory cgroup controller to make a test cgroup in (v1 memory or v2 with +memory)";
+  RedisServer r({"--save", "", "--appendonly", "no"});
+  ASSERT_TRUE(cg.add(r.pid()));
+  // Charged to the cgroup from here: the keys are allocated inside it.
+  r.cmd({"DEBUG", "POPULATE", "150000", "key", "256"});
+  std::this_thread::sleep_for(200ms);
+  const uint64_t usage = cg.usage();
+  ASSERT_GT(usage, 30u << 20);
+  const uint64_t limit = (static_cast<uint64_t>(static_cast<double>(usage) / 0.85) + 4095) / 4096 * 4096;
+  ASSERT_TRUE(cg.set_limit(limit));
+  ASSERT_EQ(cg.limit(), limit);
+
+  const std::string dir = make_temp_dir("thptrace-mem-");
+  const std::string json = dir + "/report.json";
+  Process tracer({thptrace_bin(), "--pid", std::to_string(r.pid()), "--redis", r.address(), "--duration", "3",
+                  "--json", json});
+  std::this_thread::sleep_for(1s);
+  r.cmd({"BGSAVE"});
+  for (int i = 0; i < 500; i++) r.cmd({"SET", "key:" + std::to_string(i * 200), "x"});
+  ASSERT_EQ(tracer.wait(60s), 0) << tracer.err();
+  const auto j = read_json(json);
+  std::filesystem::remove_all(dir);
+
+  ASSERT_TRUE(j.contains("memory")) << j.dump(2);
+  const auto& c = j["memory"]["cgroup"];
+  ASSERT_TRUE(c.is_object()) << j["memory"].dump(2);
+  EXPECT_EQ(c["version"], cg.version());
+  EXPECT_EQ(c["path"], cg.dir());
+  EXPECT_EQ(c["limit_bytes"], limit);
+  // Sampled every 100 ms, so at most the kernel's own high-water mark, read after the capture.
+  const uint64_t kernel_peak = cg.read("memory.max_usage_in_bytes", "memory.peak");
+  EXPECT_LE(c["usage_max_bytes"].get<uint64_t>(), kernel_peak);
+  EXPECT_GE(c["usage_max_bytes"].get<uint64_t>(), usage * 95 / 100);
+  EXPECT_EQ(c["peak_bytes"].get<uint64_t>(), kernel_peak);
+  EXPECT_EQ(c["headroom_bytes"], limit - c["usage_max_bytes"].get<uint64_t>());
+  EXPECT_EQ(c["oom_kills"], 0);
+  EXPECT_GT(j["memory"]["copied_bytes"].get<uint64_t>(), 0u);
+  EXPECT_TRUE(j["memory"]["mem_available_min_bytes"].is_number());
+  bool said = false;
+  for (const auto& f : j["findings"])
+    said = said || f.get<std::string>().find("memory cgroup's usage peaked") != std::string::npos;
+  EXPECT_TRUE(said) << j["findings"].dump(2);
+}
