@@ -2,6 +2,7 @@
 // sits 15% above its usage, a BGSAVE under writes, and the capture's figures checked against the
 // cgroup's own files (cgroup v1's memory controller here; v2 where the host has it there).
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -106,4 +107,22 @@ TEST(Memory, CgroupLimitAndPeakMatchTheCgroupsOwnFiguresAndCloseIsAFinding) {
   for (const auto& f : j["findings"])
     said = said || f.get<std::string>().find("memory cgroup's usage peaked") != std::string::npos;
   EXPECT_TRUE(said) << j["findings"].dump(2);
+
+  // The daemon exports the same cgroup's figures for the alert on low headroom during a fork.
+  const int port = free_port();
+  Process daemon({thptrace_bin(), "daemon", "--listen", "127.0.0.1:" + std::to_string(port), "--redis", r.address()});
+  const std::string target = "{target=\"" + r.address() + "\"}";
+  std::optional<double> got_limit, got_usage;
+  for (int i = 0; i < 100 && !(got_limit && got_usage); i++) {
+    std::this_thread::sleep_for(200ms);
+    const std::string s = http_get(port, "/metrics").value_or("");
+    got_limit = metric_value(s, "thptrace_memory_cgroup_limit_bytes" + target);
+    got_usage = metric_value(s, "thptrace_memory_cgroup_usage_bytes" + target);
+  }
+  ASSERT_TRUE(got_limit && got_usage) << daemon.err();
+  EXPECT_EQ(*got_limit, static_cast<double>(limit));
+  EXPECT_GT(*got_usage, 0.8 * static_cast<double>(limit));
+  EXPECT_LE(*got_usage, static_cast<double>(limit));
+  ::kill(daemon.pid(), SIGTERM);
+  EXPECT_EQ(daemon.wait(30s), 0) << daemon.err();
 }

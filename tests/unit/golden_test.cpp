@@ -102,6 +102,8 @@ std::string replay_daemon(const std::string& name) {
         r.sample.rss_kb = s["rss_kb"].get<uint64_t>();
         r.sample.anon_huge_pages_kb = s["anon_huge_pages_kb"].get<uint64_t>();
         if (!s["thp_enabled"].is_null()) r.sample.thp_enabled = s["thp_enabled"].get<bool>();
+        if (s.contains("cgroup_usage_bytes")) r.sample.cgroup_usage_bytes = s["cgroup_usage_bytes"].get<uint64_t>();
+        if (s.contains("cgroup_limit_bytes")) r.sample.cgroup_limit_bytes = s["cgroup_limit_bytes"].get<uint64_t>();
         h.targets.push_back(std::move(r));
       }
       h.dropped = step["dropped"].get<uint64_t>();

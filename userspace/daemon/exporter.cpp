@@ -79,6 +79,8 @@ void Exporter::on_housekeeping(const Housekeeping& h) {
           {"rss_kb", s.rss_kb},
           {"anon_huge_pages_kb", s.anon_huge_pages_kb},
           {"thp_enabled", s.thp_enabled ? nlohmann::ordered_json(*s.thp_enabled) : nlohmann::ordered_json(nullptr)}};
+      if (s.cgroup_usage_bytes) ts["sample"]["cgroup_usage_bytes"] = *s.cgroup_usage_bytes;
+      if (s.cgroup_limit_bytes) ts["sample"]["cgroup_limit_bytes"] = *s.cgroup_limit_bytes;
       step["targets"].push_back(std::move(ts));
     }
     step["dropped"] = h.dropped;
@@ -96,8 +98,10 @@ void Exporter::on_housekeeping(const Housekeeping& h) {
       metrics_.add_untracked_forks(t.label, k->untracked_forks - t.last.untracked_forks);
       t.last = *k;
     }
-    if (r.sample.target_alive)
+    if (r.sample.target_alive) {
       metrics_.set_memory(t.label, r.sample.rss_kb * 1024, r.sample.anon_huge_pages_kb * 1024, r.sample.thp_enabled);
+      metrics_.set_cgroup_memory(t.label, r.sample.cgroup_usage_bytes, r.sample.cgroup_limit_bytes);
+    }
   }
   // /proc/vmstat is the system's: every target's fork windows are measured against it.
   if (h.thp_split_pmd) {

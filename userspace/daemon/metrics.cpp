@@ -131,6 +131,14 @@ Metrics::Metrics()
                      .Help("AnonHugePages of the watched process (smaps_rollup).")
                      .Register(*registry_)),
       rss_(BuildGauge().Name("thptrace_rss_bytes").Help("Resident set of the watched process.").Register(*registry_)),
+      cgroup_usage_(BuildGauge()
+                        .Name("thptrace_memory_cgroup_usage_bytes")
+                        .Help("Usage of the memory cgroup the watched process is charged to (v1 memory.usage_in_bytes, v2 memory.current).")
+                        .Register(*registry_)),
+      cgroup_limit_(BuildGauge()
+                        .Name("thptrace_memory_cgroup_limit_bytes")
+                        .Help("Limit of that memory cgroup (v1 memory.limit_in_bytes, v2 memory.max); absent when it has none.")
+                        .Register(*registry_)),
       thp_info_(BuildGauge()
                     .Name("thptrace_thp_enabled_info")
                     .Help("The system's THP modes (/sys/kernel/mm/transparent_hugepage).")
@@ -293,6 +301,15 @@ void Metrics::set_memory(const std::string& t, uint64_t rss, uint64_t anon_huge,
   rss_.Add({{"target", t}}).Set(static_cast<double>(rss));
   anon_huge_.Add({{"target", t}}).Set(static_cast<double>(anon_huge));
   if (thp_enabled) thp_process_.Add({{"target", t}}).Set(*thp_enabled ? 1 : 0);
+}
+
+void Metrics::set_cgroup_memory(const std::string& t, std::optional<uint64_t> usage, std::optional<uint64_t> limit) {
+  if (usage) cgroup_usage_.Add({{"target", t}}).Set(static_cast<double>(*usage));
+  if (limit) {
+    cgroup_limit_.Add({{"target", t}}).Set(static_cast<double>(*limit));
+  } else if (cgroup_limit_.Has({{"target", t}})) {
+    cgroup_limit_.Remove(&cgroup_limit_.Add({{"target", t}}));
+  }
 }
 
 void Metrics::set_redis(const std::string& t, const redis::Snapshot& s) {

@@ -55,6 +55,8 @@ class Metrics {
   void add_thp(const std::string& target, uint64_t splits, uint64_t collapses);
   void add_dropped(uint64_t n);
   void set_memory(const std::string& target, uint64_t rss_bytes, uint64_t anon_huge_bytes, std::optional<bool> thp_enabled);
+  // The memory cgroup the target is charged to: usage now and its limit (none: no series).
+  void set_cgroup_memory(const std::string& target, std::optional<uint64_t> usage_bytes, std::optional<uint64_t> limit_bytes);
   void set_redis(const std::string& target, const redis::Snapshot& s);
   // The text exposition of every thptrace_* series (what /metrics serves, without the exposer's own).
   std::string exposition() const;
@@ -86,6 +88,8 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& in_progress_;
   prometheus::Family<prometheus::Gauge>& anon_huge_;
   prometheus::Family<prometheus::Gauge>& rss_;
+  prometheus::Family<prometheus::Gauge>& cgroup_usage_;
+  prometheus::Family<prometheus::Gauge>& cgroup_limit_;
   prometheus::Family<prometheus::Gauge>& thp_info_;
   prometheus::Family<prometheus::Gauge>& thp_process_;
   prometheus::Family<prometheus::Counter>& dropped_;

@@ -62,7 +62,10 @@ Sample take_sample(pid_t pid) {
     s.anon_huge_pages_kb = r->anon_huge_pages_kb;
   }
   if (s.target_alive)
-    if (const auto m = read_memory_cgroup(pid)) s.cgroup_usage_bytes = m->usage_bytes;
+    if (const auto m = read_memory_cgroup(pid)) {
+      s.cgroup_usage_bytes = m->usage_bytes;
+      s.cgroup_limit_bytes = m->limit_bytes;
+    }
   s.mem_available_bytes = read_mem_available();
   return s;
 }

@@ -27,6 +27,7 @@ struct Sample {
   // The memory cgroup the target is charged to (usage now) and the system's MemAvailable: what a
   // fork's copy-on-write runs against.
   std::optional<uint64_t> cgroup_usage_bytes;
+  std::optional<uint64_t> cgroup_limit_bytes;  // nullopt: no cgroup, or no limit
   std::optional<uint64_t> mem_available_bytes;
 };
 

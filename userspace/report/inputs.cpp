@@ -250,6 +250,7 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
                             {"thp_enabled", optional_json(s.thp_enabled)},
                             {"thp_vmstat", s.thp_vmstat},
                             {"cgroup_usage_bytes", optional_json(s.cgroup_usage_bytes)},
+                            {"cgroup_limit_bytes", optional_json(s.cgroup_limit_bytes)},
                             {"mem_available_bytes", optional_json(s.mem_available_bytes)}});
   j["redis_address"] = optional_json(in.redis_address);
   j["timeline"] = ordered_json::array();
@@ -304,6 +305,7 @@ CaptureInputs inputs_from_json(const json& j) {
     x.thp_enabled = optional_from<bool>(s, "thp_enabled");
     x.thp_vmstat = s.at("thp_vmstat").get<std::map<std::string, uint64_t>>();
     x.cgroup_usage_bytes = optional_from<uint64_t>(s, "cgroup_usage_bytes");
+    x.cgroup_limit_bytes = optional_from<uint64_t>(s, "cgroup_limit_bytes");
     x.mem_available_bytes = optional_from<uint64_t>(s, "mem_available_bytes");
     in.samples.add(std::move(x));
   }
