@@ -98,6 +98,9 @@ enum start_kind {
 	START_COMPACTION = 4,
 	START_RECLAIM = 5,
 	START_LIBC_FORK = 6,
+	/* Not a time: the pid of the child the thread's fork in flight made (set by the fork
+	 * program, read when the call returns). */
+	START_FORK_CHILD = 7,
 };
 
 static __always_inline __u64 start_key(enum start_kind kind, __u32 tid)
@@ -128,15 +131,22 @@ static __always_inline __u64 start_take(enum start_kind kind)
 	return begin;
 }
 
-/* The live episode of the child a fork call returned in the parent (ret = child pid), or NULL for
- * a failed call, a thread creation, or a fork that is not tracked. */
-static __always_inline struct thptrace_episode *episode_of_fork_return(long ret)
+/* The live episode of the child a fork call returned in the parent (ret > 0), or NULL for a failed
+ * call, a thread creation, or a fork that is not tracked. ret is the child's pid in the parent's PID
+ * namespace (in a container not the pid the kernel's records use), so the child is the one the fork
+ * program saw this thread make; *child is set to its pid. */
+static __always_inline struct thptrace_episode *episode_of_fork_return(long ret, __u32 *child)
 {
-	__u32 child = (__u32)ret;
+	__u64 key = start_key(START_FORK_CHILD, (__u32)bpf_get_current_pid_tgid());
+	__u64 *made;
 
 	if (ret <= 0)
 		return NULL;
-	return bpf_map_lookup_elem(&episodes, &child);
+	made = bpf_map_lookup_elem(&starts, &key);
+	if (!made)
+		return NULL;
+	*child = (__u32)*made;
+	return bpf_map_lookup_elem(&episodes, child);
 }
 
 static __always_inline void count_drop(void)

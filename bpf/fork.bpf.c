@@ -104,6 +104,12 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 			h->slot_base[slot & (THPTRACE_MAX_ACTIVE - 1)] = h->cow_faults;
 	}
 
+	{
+		__u64 key = start_key(START_FORK_CHILD, tid);
+		__u64 made = cpid;
+
+		bpf_map_update_elem(&starts, &key, &made, BPF_ANY);
+	}
 	e = event_reserve(EV_FORK, ptgid, tid);
 	if (e) {
 		e->child_pid = cpid;
@@ -226,8 +232,13 @@ static __always_inline int on_sys_enter(long id)
 
 	if (id != NR_clone && id != NR_clone3 && id != NR_fork && id != NR_vfork)
 		return 0;
-	if (bpf_map_lookup_elem(&targets, &tgid))
+	if (bpf_map_lookup_elem(&targets, &tgid)) {
+		__u64 key = start_key(START_FORK_CHILD, current_tid());
+
+		/* A thread creation leaves no child here: forget an earlier fork's. */
+		bpf_map_delete_elem(&starts, &key);
 		start_record(START_CLONE);
+	}
 	return 0;
 }
 
@@ -236,6 +247,7 @@ static __always_inline int on_sys_exit(long ret)
 	struct thptrace_episode *ep;
 	struct thptrace_event *e;
 	__u64 begin;
+	__u32 child = 0;
 
 	/* Every system call of the machine returns through here: a thread of a process that is not
 	 * watched leaves after one array read (its hot line), before start_take's hash lookup. Every
@@ -245,14 +257,14 @@ static __always_inline int on_sys_exit(long ret)
 	begin = start_take(START_CLONE);
 	if (!begin)
 		return 0;
-	ep = episode_of_fork_return(ret);
+	ep = episode_of_fork_return(ret, &child);
 	if (!ep)
 		return 0;
 	ep->clone_start_ns = begin;
 	ep->clone_end_ns = bpf_ktime_get_ns();
 	e = event_reserve(EV_FORK_RETURN, current_tgid(), current_tid());
 	if (e) {
-		e->child_pid = (__u32)ret;
+		e->child_pid = child;
 		e->start_ns = begin;
 		bpf_ringbuf_submit(e, 0);
 	}

@@ -106,11 +106,13 @@ int BPF_KRETPROBE(libc_fork_exit, long ret)
 {
 	__u64 begin = start_take(START_LIBC_FORK);
 	struct thptrace_episode *ep;
+	__u32 child = 0;
 
 	if (!begin)
 		return 0;
-	ep = episode_of_fork_return(ret);
+	ep = episode_of_fork_return(ret, &child);
 	if (ep)
 		ep->libc_fork_ns = bpf_ktime_get_ns() - begin;
+	start_take(START_FORK_CHILD);
 	return 0;
 }

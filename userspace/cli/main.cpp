@@ -24,8 +24,9 @@ using namespace thptrace;
 namespace {
 
 const char* kUsage =
-    "usage: thptrace --pid PID [--duration SECONDS] [--redis HOST:PORT|unix:/PATH [--redis-tls ...]] [--json PATH]\n"
+    "usage: thptrace [--pid PID] [--redis HOST:PORT|unix:/PATH [--redis-tls ...]] [--duration SECONDS] [--json PATH]\n"
     "                [--force-fallback]\n"
+    "         (--pid, --redis or both: the process serving a TCP --redis is found from the kernel's socket tables)\n"
     "       thptrace probe [--json]\n"
     "       thptrace daemon [--config PATH] [--listen ADDR:PORT] [--redis HOST:PORT|unix:/PATH ...] [--pid PID ...]\n"
     "                [--discover] [--redis-tls ...]\n"
@@ -35,9 +36,11 @@ const char* kUsage =
 int capture_main(int argc, char** argv) {
   po::options_description desc("Capture options");
   desc.add_options()("help,h", "show this help")("version", "print the version")(
-      "pid,p", po::value<int>(), "process to trace (e.g. $(pidof redis-server))")(
+      "pid,p", po::value<int>(),
+      "process to trace (e.g. $(pidof redis-server)); with --redis, must be that server (default: it)")(
       "duration,d", po::value<double>(), "seconds to trace; until Ctrl-C when omitted")(
-      "redis", po::value<std::string>(), "HOST:PORT or unix:/PATH of that Redis, for fork reasons and server-side latency")(
+      "redis", po::value<std::string>(),
+      "HOST:PORT or unix:/PATH of that Redis, for fork reasons and server-side latency")(
       "json", po::value<std::string>(), "also write the report as JSON to PATH")(
       "force-fallback", "use the fallback attach mode of every probe family")(
       "interval-ms", po::value<int>()->default_value(100), "sampling interval of /proc and Redis, ms")(
@@ -59,11 +62,13 @@ int capture_main(int argc, char** argv) {
     std::cout << "thptrace " << kVersion << "\n";
     return kExitOk;
   }
-  if (!vm.count("pid")) throw FatalError(kExitUsage, "--pid is required (see thptrace --help).");
+  if (!vm.count("pid") && !vm.count("redis"))
+    throw FatalError(kExitUsage, "--pid or --redis is required (see thptrace --help).");
   log::set_verbose(vm.count("verbose") > 0);
   cli::CaptureOptions o;
-  o.pid = vm["pid"].as<int>();
-  if (o.pid <= 0) throw FatalError(kExitUsage, fmt::format("--pid {}: expected a positive process id.", o.pid));
+  o.pid = vm.count("pid") ? vm["pid"].as<int>() : 0;  // 0: the process serving --redis
+  if (vm.count("pid") && o.pid <= 0)
+    throw FatalError(kExitUsage, fmt::format("--pid {}: expected a positive process id.", o.pid));
   if (vm.count("duration")) {
     o.duration_s = vm["duration"].as<double>();
     if (!(*o.duration_s > 0) || *o.duration_s > 86400 * 365)

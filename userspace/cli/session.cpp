@@ -12,34 +12,74 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/signals.h"
+#include "proc/resolve.h"
+#include "redis/locate.h"
 #include "thptrace/version.h"
 
 namespace thptrace::cli {
 
+namespace {
+
+// The host pid of the server at --redis. The pid Redis reports is its pid in its own PID namespace
+// (1 in a container): the kernel's socket tables say which host process it is. given: --pid, 0 when
+// omitted.
+pid_t resolve_redis_target(const RedisSetup& redis, const std::string& user, pid_t given) {
+  // The socket tables read are TCP's: a unix socket's server is not looked up.
+  if (redis.address.is_unix()) {
+    if (!given)
+      throw FatalError(kExitUsage,
+                       fmt::format("--redis {} is a unix socket: give the server's --pid too.", redis.address.str()));
+    return given;
+  }
+  const auto found = redis::locate_server(
+      redis.address, redis::ConnectOptions{.user = user,
+                                           .password = redis.credentials.password,
+                                           .timeout = std::chrono::milliseconds(2000),
+                                           .tls = redis::tls_for(redis.credentials, redis.address)});
+  if (found.pid && given && found.pid != given)
+    throw FatalError(kExitUsage, fmt::format("--pid {} is not the server at {}: that is host pid {} ({}).", given,
+                                             redis.address.str(), found.pid, found.how));
+  if (found.pid) {
+    log::debug("{} is host pid {}: {}", redis.address.str(), found.pid, found.how);
+    return found.pid;
+  }
+  if (!given) throw FatalError(kExitUsage, "--redis " + redis.address.str() + " without --pid: " + found.error);
+  log::warn("cannot check that pid {} is the server at {}: {}", given, redis.address.str(), found.error);
+  return given;
+}
+
+}  // namespace
+
 CaptureTarget validate_capture(const CaptureOptions& o) {
-  if (!proc::process_exists(o.pid)) throw FatalError(kExitUsage, fmt::format("no process with pid {} exists.", o.pid));
-  const auto status = proc::read_status(o.pid);
-  if (!status) throw FatalError(kExitUsage, fmt::format("cannot read /proc/{}/status: no such process.", o.pid));
+  auto redis = prepare_redis(o.redis, o.redis_settings);
+  const pid_t pid = redis ? resolve_redis_target(*redis, o.redis_settings.user, o.pid) : o.pid;
+  if (!proc::process_exists(pid)) throw FatalError(kExitUsage, fmt::format("no process with pid {} exists.", pid));
+  const auto status = proc::read_status(pid);
+  if (!status) throw FatalError(kExitUsage, fmt::format("cannot read /proc/{}/status: no such process.", pid));
   if (!o.json_path.empty()) {
     const auto dir = std::filesystem::path(o.json_path).parent_path();
     if (!dir.empty() && !std::filesystem::is_directory(dir))
       throw FatalError(kExitUsage, fmt::format("cannot write the JSON report to {}: {} is not a directory.",
                                                o.json_path, dir.string()));
   }
-  CaptureTarget t{*status, prepare_redis(o.redis, o.redis_settings)};
+  CaptureTarget t{pid, *status, std::move(redis)};
   require_vmlinux_btf();
   return t;
 }
 
 CaptureSession::CaptureSession(const CaptureOptions& o, const CaptureTarget& target) : duration_s_(o.duration_s) {
   inputs_.version = kVersion;
-  inputs_.pid = o.pid;
+  inputs_.pid = target.pid;
+  if (const auto ns =
+          proc::parse_nspid(proc::read_file("/proc/" + std::to_string(target.pid) + "/status").value_or(""));
+      !ns.empty())
+    inputs_.pid_in_namespace = ns.back();
   inputs_.comm = target.status.name;
   inputs_.status_thp_enabled = target.status.thp_enabled;
   if (target.redis) inputs_.redis_address = target.redis->address.str();
   attach(o, target);
-  inputs_.cgroup_start = proc::read_memory_cgroup(o.pid);
-  sampler_ = std::make_unique<proc::Sampler>(o.pid, std::chrono::milliseconds(std::max(o.interval_ms, 10)));
+  inputs_.cgroup_start = proc::read_memory_cgroup(target.pid);
+  sampler_ = std::make_unique<proc::Sampler>(target.pid, std::chrono::milliseconds(std::max(o.interval_ms, 10)));
   if (target.redis)
     watcher_ = std::make_unique<redis::Watcher>(
         redis::Watcher::Options{.address = target.redis->address,
@@ -52,19 +92,19 @@ CaptureSession::CaptureSession(const CaptureOptions& o, const CaptureTarget& tar
 
 void CaptureSession::attach(const CaptureOptions& o, const CaptureTarget& target) {
   const bool is_redis = target.status.name.rfind("redis-server", 0) == 0 || target.redis.has_value();
-  const std::string exe = "/proc/" + std::to_string(o.pid) + "/exe";
+  const std::string exe = "/proc/" + std::to_string(target.pid) + "/exe";
   const auto modes = tracer::choose_modes(o.force_fallback, is_redis ? exe : std::string());
   tracer_ = std::make_unique<tracer::Tracer>(modes, tracer::TracerOptions{.ringbuf_bytes = o.ringbuf_kb * 1024});
-  if (std::string why; !tracer_->watch(o.pid, &why))
-    throw FatalError(kExitRuntime, fmt::format("cannot watch pid {}: {}.", o.pid, why));
+  if (std::string why; !tracer_->watch(target.pid, &why))
+    throw FatalError(kExitRuntime, fmt::format("cannot watch pid {}: {}.", target.pid, why));
   tracer_->attach();
   // The Tracer may have moved a family the kernel refused down its chain.
   tracer::ProbeReport used = tracer_->modes();
-  if (std::string why; !tracer_->attach_libc_fork(o.pid, &why))
+  if (std::string why; !tracer_->attach_libc_fork(target.pid, &why))
     log::debug("{}; fork duration is the clone syscall's", why);
   if (used.redis.mode == tracer::Mode::uprobe) {
     std::string why;
-    if (!tracer_->attach_redis(o.pid, &why)) {
+    if (!tracer_->attach_redis(target.pid, &why)) {
       log::warn("{}; fork reasons will come from INFO polling", why);
       used.redis = {target.redis ? tracer::Mode::info_polling : tracer::Mode::unavailable, why};
     } else {
@@ -74,7 +114,7 @@ void CaptureSession::attach(const CaptureOptions& o, const CaptureTarget& target
   // Counting huge-page allocations hooks every page allocation of the machine: only when the target
   // could be given a huge page. Decided here, while the capabilities to attach are still held.
   inputs_.system = proc::read_system_info();
-  const auto thp = proc::huge_page_eligibility(o.pid, inputs_.system.thp_enabled);
+  const auto thp = proc::huge_page_eligibility(target.pid, inputs_.system.thp_enabled);
   tracer::FamilyChoice huge_alloc{tracer::Mode::unavailable, thp.why};
   if (std::string why; thp.eligible && !tracer_->attach_huge_alloc_counting(&why)) {
     log::warn("{}; huge page allocations are not counted", why);

@@ -20,13 +20,15 @@ namespace thptrace::cli {
 
 // What validating the options found out about the target, before anything is attached.
 struct CaptureTarget {
+  pid_t pid = 0;  // the host pid to trace: --pid, or the process serving --redis
   proc::ProcessStatus status;
   std::optional<RedisSetup> redis;  // the address and the credentials read once; nullopt without --redis
 };
 
-// Checks the options against the system: the process exists, the JSON can be written there, the
-// Redis address parses and its credentials read (one TLS handshake tried), the kernel has BTF. Throws FatalError (usage
-// or runtime).
+// Checks the options against the system: --redis's server is found among the host's processes
+// from the kernel's socket tables (and must be --pid when both are given), the process exists, the JSON can be written
+// there, the Redis address parses and its credentials read (one TLS handshake tried), the kernel has BTF. Throws
+// FatalError (usage or runtime).
 CaptureTarget validate_capture(const CaptureOptions& o);
 
 class CaptureSession {

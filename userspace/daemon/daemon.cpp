@@ -17,7 +17,9 @@
 #include "common/signals.h"
 #include "daemon/discovery.h"
 #include "proc/proc.h"
+#include "proc/resolve.h"
 #include "proc/sampler.h"
+#include "redis/locate.h"
 
 namespace thptrace::daemon {
 namespace {
@@ -36,7 +38,8 @@ std::vector<pid_t> redis_server_pids() {
     const long pid = std::strtol(e->d_name, &end, 10);
     if (*end != '\0' || pid <= 0) continue;
     const auto comm = proc::read_file("/proc/" + std::string(e->d_name) + "/comm", 64);
-    if (comm && comm->rfind("redis-server", 0) == 0) out.push_back(static_cast<pid_t>(pid));
+    if (comm && (comm->rfind("redis-server", 0) == 0 || comm->rfind("valkey-server", 0) == 0))
+      out.push_back(static_cast<pid_t>(pid));
   }
   ::closedir(d);
   return out;
@@ -114,6 +117,8 @@ Daemon::Target& Daemon::add_target(const std::string& label, std::vector<redis::
   auto t = std::make_unique<Target>();
   t->label = label;
   if (!routes.empty()) t->address = routes.front().address;
+  t->routes = routes;
+  t->netns_pid = netns_pid;
   t->discovered = discovered;
   t->id = exporter_->add_target(label, !routes.empty());
   if (pid) follow_pid(*t, pid);
@@ -151,6 +156,46 @@ void Daemon::follow_pid(Target& t, pid_t pid) {
   if (pid) trace_pid(t);
 }
 
+void Daemon::resolve(Target& t, int64_t process_id) {
+  // A poll answered just before a restart can arrive after the old process's exit: a failure is
+  // retried at once for another process_id, else after a second; it is logged when it repeats.
+  const auto now = std::chrono::steady_clock::now();
+  if (now < t.next_resolve && process_id == t.failed_process_id) return;
+  proc::Resolution found{.pid = 0, .how = {}, .error = "no TCP route to ask CLIENT INFO on"};
+  const auto tcp = std::find_if(t.routes.begin(), t.routes.end(), [](const auto& r) { return !r.address.is_unix(); });
+  if (tcp != t.routes.end())
+    found = redis::locate_server(tcp->address, redis::ConnectOptions{.user = options_.redis_settings.user,
+                                                                     .password = credentials_.password,
+                                                                     .timeout = std::chrono::milliseconds(2000),
+                                                                     .tls = tcp->tls,
+                                                                     .netns_pid = t.netns_pid});
+  if (!found.pid && process_id > 0) {
+    // A unix socket only, or the socket tables said nothing: process_id is the server's pid when it
+    // is a process of our own PID namespace (NSpid has that one entry).
+    const auto ns = proc::parse_nspid(proc::read_file("/proc/" + std::to_string(process_id) + "/status").value_or(""));
+    if (ns.size() == 1 && ns.front() == process_id)
+      found = {.pid = static_cast<pid_t>(process_id),
+               .how = "INFO's process_id, a process of our PID namespace",
+               .error = {}};
+  }
+  if (!found.pid) {
+    if (found.error == t.last_resolve_error && !t.resolve_error_logged) {
+      log::warn("{}: {}", t.label, found.error);
+      t.resolve_error_logged = true;
+    }
+    if (found.error != t.last_resolve_error) log::debug("{}: {}", t.label, found.error);
+    t.last_resolve_error = found.error;
+    t.failed_process_id = process_id;
+    t.next_resolve = now + std::chrono::seconds(1);
+    return;
+  }
+  t.last_resolve_error.clear();
+  t.resolve_error_logged = false;
+  t.resolved_process_id = process_id;
+  log::debug("{}: host pid {}: {}", t.label, found.pid, found.how);
+  follow_pid(t, found.pid);
+}
+
 Daemon::Target* Daemon::target_of(pid_t tgid) {
   for (auto& t : targets_)
     if (t->pid == tgid) return t.get();
@@ -165,9 +210,17 @@ void Daemon::drain_snapshots() {
   }
   for (auto& [t, s] : batch) {
     exporter_->on_snapshot(t->id, s);
-    // A new process_id is a restart: trace the new process, release the old one.
-    if (s.up && s.process_id > 0 && s.process_id != t->pid && proc::process_exists(static_cast<pid_t>(s.process_id)))
-      follow_pid(*t, static_cast<pid_t>(s.process_id));
+    if (!s.up) continue;
+    // A server discovered in /proc is reached by its own listeners: the first INFO's process_id is
+    // that process's (in its own PID namespace).
+    if (t->discovered && t->pid && !t->resolved_process_id) {
+      t->resolved_process_id = s.process_id;
+      continue;
+    }
+    // No process yet (never found, or exited), or a new process_id (a restart): find the server's
+    // host pid. INFO's process_id is its pid in its own namespace (1 in a container, where it does
+    // not change across a restart; the exit record clears pid then).
+    if (!t->pid || s.process_id != t->resolved_process_id) resolve(*t, s.process_id);
   }
 }
 

@@ -43,6 +43,15 @@ class Daemon {
     pid_t pid = 0;
     bool discovered = false;
     Exporter::TargetId id = 0;
+    std::vector<redis::Route> routes;  // how its Redis is reached, in order (none: no Redis side)
+    pid_t netns_pid = 0;               // see Watcher::Options
+    // The process_id INFO gave when pid was found (from the kernel's socket tables, or /proc for a
+    // discovered server), and when to try again after a failed resolution.
+    int64_t resolved_process_id = 0;
+    std::chrono::steady_clock::time_point next_resolve{};
+    int64_t failed_process_id = 0;
+    std::string last_resolve_error;
+    bool resolve_error_logged = false;
     std::unique_ptr<redis::Watcher> watcher;
     std::string reported_error;  // the unreachable reason last logged, "" while reachable
     bool untraced = false;       // pid set, but the targets map had no room for it
@@ -58,6 +67,9 @@ class Daemon {
   // Logs a Redis that became unreachable (with why) or reachable again.
   void report_reachability(Target& t);
   void follow_pid(Target& t, pid_t pid);
+  // Finds the host pid of the server behind t's TCP route (proc/resolve.h) and follows it; without
+  // one, INFO's process_id when that is a process of our PID namespace.
+  void resolve(Target& t, int64_t process_id);
   void drain_snapshots();
   void housekeeping();
   void discover();

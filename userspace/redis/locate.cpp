@@ -27,9 +27,13 @@ proc::ServerClaim claim_from_replies(const std::string& address, std::string_vie
 
 proc::Resolution locate_server(const Address& addr, const std::string& user, const std::string& password,
                                std::chrono::milliseconds timeout) {
-  std::string error;
-  auto client = Client::connect(addr, user, password, timeout, &error);
-  if (!client) return {.pid = 0, .how = {}, .error = error};
+  return locate_server(addr, ConnectOptions{.user = user, .password = password, .timeout = timeout});
+}
+
+proc::Resolution locate_server(const Address& addr, const ConnectOptions& options) {
+  ConnectError error;
+  auto client = Client::connect(addr, options, &error);
+  if (!client) return {.pid = 0, .how = {}, .error = error.sentence};
   const auto info = client->info("server");
   if (!info) return {.pid = 0, .how = {}, .error = "INFO server failed at " + addr.str() + ": " + client->last_error()};
   // CLIENT INFO exists since Redis 6.2; before it the claim has no socket pair and resolve_server

@@ -19,5 +19,7 @@ proc::ServerClaim claim_from_replies(const std::string& address, std::string_vie
 // connection is open. On failure the Resolution's error is one sentence.
 proc::Resolution locate_server(const Address& addr, const std::string& user, const std::string& password,
                                std::chrono::milliseconds timeout = std::chrono::milliseconds(2000));
+// The same over a connection made with options (TLS, the network namespace to connect from).
+proc::Resolution locate_server(const Address& addr, const ConnectOptions& options);
 
 }  // namespace thptrace::redis

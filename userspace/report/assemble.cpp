@@ -19,6 +19,7 @@ Report assemble(const CaptureInputs& in) {
   r.version = in.version;
   r.system = in.system;
   r.pid = in.pid;
+  r.pid_in_namespace = in.pid_in_namespace;
   r.comm = in.comm;
   r.probes = in.probes;
   r.huge_alloc = in.huge_alloc;

@@ -128,7 +128,9 @@ std::vector<std::string> findings(const Report& r) {
   if (!r.redis && r.comm.rfind("redis", 0) == 0)
     f.push_back({7, "No --redis address was given: fork reasons come from uprobes only and there are no "
                     "server-side latency windows."});
-  if (r.redis && r.redis->reachable && r.redis->process_id && r.redis->process_id != r.pid)
+  // Redis reports its pid in its own PID namespace (1 in a container).
+  if (r.redis && r.redis->reachable && r.redis->process_id &&
+      r.redis->process_id != (r.pid_in_namespace ? r.pid_in_namespace : r.pid))
     f.push_back({1, fmt::format("Redis at {} reports process_id {}, not the traced pid {}: its figures describe "
                                 "another process.",
                                 r.redis->address, r.redis->process_id, r.pid)});

@@ -221,6 +221,7 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
                  {"thp_enabled", in.system.thp_enabled},
                  {"thp_defrag", in.system.thp_defrag}};
   j["pid"] = in.pid;
+  if (in.pid_in_namespace) j["pid_in_namespace"] = in.pid_in_namespace;
   j["comm"] = in.comm;
   j["status_thp_enabled"] = optional_json(in.status_thp_enabled);
   j["probes"] = {{"btf", in.probes.btf},
@@ -276,6 +277,7 @@ CaptureInputs inputs_from_json(const json& j) {
   in.system = {sys.at("kernel_release").get<std::string>(), sys.at("thp_enabled").get<std::string>(),
                sys.at("thp_defrag").get<std::string>()};
   in.pid = j.at("pid").get<int>();
+  in.pid_in_namespace = j.value("pid_in_namespace", 0);
   in.comm = j.at("comm").get<std::string>();
   in.status_thp_enabled = optional_from<bool>(j, "status_thp_enabled");
   const auto& p = j.at("probes");

@@ -23,6 +23,9 @@ struct CaptureInputs {
   std::string version;
   proc::SystemInfo system;
   int pid = 0;
+  // NSpid's last entry: the target's pid in its own PID namespace, what Redis in a container reports
+  // as process_id. 0 when unknown (recordings from before it); written only when set.
+  int pid_in_namespace = 0;
   std::string comm;                        // /proc/PID/status Name at the start
   std::optional<bool> status_thp_enabled;  // /proc/PID/status THP_enabled at the start
   tracer::ProbeReport probes;              // the modes in use after attach

@@ -56,6 +56,9 @@ struct Report {
   std::string version;
   proc::SystemInfo system;
   int pid = 0;
+  // The target's pid in its own PID namespace (NSpid's last entry): what Redis in a container reports
+  // as process_id. Equal to pid on a plain host; 0 when unknown.
+  int pid_in_namespace = 0;
   std::string comm;
   std::optional<bool> thp_enabled_for_process;
   uint64_t anon_huge_pages_kb_start = 0, anon_huge_pages_kb_max = 0, anon_huge_pages_kb_end = 0;
