@@ -24,8 +24,8 @@ packages=(
   prometheus python3-yaml systemd  # deploy checks (tests/deploy/check.sh)
   libclang-rt-14-dev  # fuzzing (tests/fuzz): libFuzzer and the sanitizer runtimes for clang
   bpftrace curl  # benchmarks (tests/bench/bpf_cost.sh compares against a bpftrace one-liner)
-  # containers (scripts/container-image.sh): podman with runc, not crun (crun refuses this host's
-  # hybrid cgroups); netavark and iptables publish ports
+  # containers (tests/runtime/container_test.cpp, scripts/container-image.sh): podman with runc, not
+  # crun (crun refuses this host's hybrid cgroups); netavark and iptables publish ports
   podman runc netavark iptables
   python3-jsonschema  # docs/report.schema.json checked against real reports (tests/schema)
   clang-format-14 clang-tidy-14  # scripts/lint.sh (.clang-format, .clang-tidy) on changed lines

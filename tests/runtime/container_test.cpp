@@ -1,0 +1,172 @@
+// Redis in real podman containers (runc, cgroupfs, images assembled from Debian packages by
+// scripts/container-image.sh): with host networking, and two containers in their own network
+// namespaces both listening on 6379, published on different 127.0.0.1 ports. The daemon and the
+// captures run on the host; BGSAVE and a full sync in each container must be counted under that
+// container's target, named by uprobes attached through /proc/PID/exe, and timed within
+// max(25%, 150 µs) of that Redis's own latest_fork_usec.
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "container_harness.h"
+#include "harness.h"
+
+using namespace thptrace::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A capture of the server at `address` (pid resolved by thptrace) until SIGINT.
+struct Capture {
+  std::string dir = make_temp_dir("thptrace-ctr-cap-");
+  std::unique_ptr<Process> proc;
+  explicit Capture(const std::string& address)
+      : proc(std::make_unique<Process>(std::vector<std::string>{thptrace_bin(), "--redis", address, "--json", dir + "/r.json"})) {}
+  ~Capture() { std::filesystem::remove_all(dir); }
+  nlohmann::json stop() {
+    proc->signal(SIGINT);
+    EXPECT_EQ(proc->wait(60s), 0) << proc->err();
+    return std::filesystem::exists(dir + "/r.json") ? read_json(dir + "/r.json") : nlohmann::json::object();
+  }
+};
+
+// BGSAVE, then a full sync over disk to a fresh replica on the host; returns BGSAVE's latest_fork_usec.
+int64_t bgsave_and_full_sync(const RedisContainer& c) {
+  c.cmd({"BGSAVE"});
+  EXPECT_TRUE(c.wait_info("rdb_bgsave_in_progress", "0", 60s));
+  const int64_t fork_usec = std::stoll(c.info_field("latest_fork_usec"));
+  std::this_thread::sleep_for(300ms);
+  RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(c.host_port())});
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  while (std::chrono::steady_clock::now() < until &&
+         !(replica.info_field("master_link_status") == "up" && c.info_field("rdb_bgsave_in_progress") == "0"))
+    std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(replica.info_field("master_link_status"), "up");
+  return fork_usec;
+}
+
+void check_capture(const nlohmann::json& report, const RedisContainer& c, int64_t bgsave_fork_usec) {
+  EXPECT_EQ(report["target"]["pid"], c.pid()) << "the capture traced another process than " << c.name();
+  EXPECT_EQ(report["probes"]["redis"], "uprobe") << report["probes"].dump();
+  const auto& forks = report["forks"];
+  ASSERT_EQ(forks.size(), 2u) << report.dump(2);
+  EXPECT_EQ(forks[0]["reason"], "bgsave");
+  EXPECT_EQ(forks[1]["reason"], "full_sync_disk");
+  for (const auto& f : forks) EXPECT_EQ(f["reason_source"], "uprobe") << f.dump();
+  const double ours = forks[0]["fork_duration_us"].get<double>();
+  const double theirs = static_cast<double>(bgsave_fork_usec);
+  EXPECT_NEAR(ours, theirs, std::max(0.25 * theirs, 150.0)) << report.dump(2);
+  EXPECT_EQ(report["redis"]["total_forks_delta"], 2);
+}
+
+}  // namespace
+
+TEST(Containers, HostNetworkRedis) {
+  REQUIRE_BPF();
+  REQUIRE_PODMAN();
+  RedisContainer c(RedisContainer::Network::host);
+  c.cmd({"DEBUG", "POPULATE", "200000", "key", "400"});
+  ASSERT_NE(c.pid(), 0);
+  EXPECT_EQ(c.info_field("process_id"), "1") << "the container has its own PID namespace";
+  Capture cap(c.address());
+  ASSERT_TRUE(cap.proc->wait_stderr_line("tracing pid " + std::to_string(c.pid()), 60s)) << cap.proc->err();
+  std::this_thread::sleep_for(300ms);
+  const int64_t fork_usec = bgsave_and_full_sync(c);
+  std::this_thread::sleep_for(300ms);
+  check_capture(cap.stop(), c, fork_usec);
+}
+
+TEST(Containers, TwoRedisOnTheSamePortInTheirOwnNetworks) {
+  REQUIRE_BPF();
+  REQUIRE_PODMAN();
+  RedisContainer a(RedisContainer::Network::bridge);
+  RedisContainer b(RedisContainer::Network::bridge);
+  a.cmd({"DEBUG", "POPULATE", "200000", "key", "400"});
+  b.cmd({"DEBUG", "POPULATE", "100000", "key", "400"});
+  ASSERT_NE(a.pid(), b.pid());
+  EXPECT_EQ(a.info_field("tcp_port"), "6379");
+  EXPECT_EQ(b.info_field("tcp_port"), "6379");
+
+  // --pid of one container with the address of the other: one sentence, exit 2.
+  {
+    Process p({thptrace_bin(), "--pid", std::to_string(a.pid()), "--redis", b.address(), "--duration", "1"});
+    EXPECT_EQ(p.wait(30s), 2) << p.err();
+    EXPECT_NE(p.err().find("is not the server at " + b.address() + ": that is host pid " + std::to_string(b.pid())),
+              std::string::npos)
+        << p.err();
+  }
+
+  const int port = free_port();
+  Process daemon({thptrace_bin(), "daemon", "--listen", "127.0.0.1:" + std::to_string(port), "--redis", a.address(),
+                  "--redis", b.address(), "--poll-interval-ms", "50"});
+  Capture cap_a(a.address());
+  Capture cap_b(b.address());
+  ASSERT_TRUE(cap_a.proc->wait_stderr_line("tracing pid " + std::to_string(a.pid()), 60s)) << cap_a.proc->err();
+  ASSERT_TRUE(cap_b.proc->wait_stderr_line("tracing pid " + std::to_string(b.pid()), 60s)) << cap_b.proc->err();
+  const auto metric = [&](const std::string& series) { return metric_value(http_get(port, "/metrics").value_or(""), series); };
+  const auto forks = [](const std::string& target, const std::string& reason) {
+    return "thptrace_forks_total{reason=\"" + reason + "\",target=\"" + target + "\"}";
+  };
+  const auto wait_metric = [&](const std::string& series, double want) {
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    std::optional<double> v;
+    while (std::chrono::steady_clock::now() < until && (v = metric(series)) != want) std::this_thread::sleep_for(100ms);
+    return v;
+  };
+  ASSERT_EQ(wait_metric("thptrace_redis_up{target=\"" + a.address() + "\"}", 1), 1) << daemon.err();
+  ASSERT_EQ(wait_metric("thptrace_redis_up{target=\"" + b.address() + "\"}", 1), 1) << daemon.err();
+  std::this_thread::sleep_for(1s);  // the daemon resolves each target's pid on its first INFO
+
+  const int64_t fork_a = bgsave_and_full_sync(a);
+  EXPECT_EQ(wait_metric(forks(a.address(), "bgsave"), 1), 1) << daemon.err();
+  EXPECT_EQ(wait_metric(forks(a.address(), "full_sync_disk"), 1), 1) << daemon.err();
+  EXPECT_EQ(metric(forks(b.address(), "bgsave")), 0) << "a's forks were counted under b";
+  const int64_t fork_b = bgsave_and_full_sync(b);
+  EXPECT_EQ(wait_metric(forks(b.address(), "bgsave"), 1), 1) << daemon.err();
+  EXPECT_EQ(wait_metric(forks(b.address(), "full_sync_disk"), 1), 1) << daemon.err();
+  EXPECT_EQ(metric(forks(a.address(), "bgsave")), 1);
+  // The daemon's fork time of each BGSAVE, from its histogram's sum.
+  const auto sum = [&](const RedisContainer& c) {
+    return metric("thptrace_fork_duration_seconds_sum{reason=\"bgsave\",target=\"" + c.address() + "\"}").value_or(0) * 1e6;
+  };
+  EXPECT_NEAR(sum(a), fork_a, std::max(0.25 * fork_a, 150.0));
+  EXPECT_NEAR(sum(b), fork_b, std::max(0.25 * fork_b, 150.0));
+  EXPECT_EQ(metric("thptrace_probe_info{family=\"redis\",mode=\"uprobe\"}"), 1);
+  std::this_thread::sleep_for(300ms);
+  check_capture(cap_a.stop(), a, fork_a);
+  check_capture(cap_b.stop(), b, fork_b);
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait(30s), 0) << daemon.err();
+  EXPECT_EQ(leftover_thptrace_programs(), std::vector<std::string>{});
+}
+
+TEST(Containers, DiscoveryLabelsContainersByAnAddressThatReachesThem) {
+  REQUIRE_BPF();
+  REQUIRE_PODMAN();
+  RedisContainer own(RedisContainer::Network::bridge);
+  RedisContainer host(RedisContainer::Network::host);
+  const int port = free_port();
+  Process daemon({thptrace_bin(), "daemon", "--listen", "127.0.0.1:" + std::to_string(port), "--discover"});
+  // The bridge container by its address on the bridge (its published port is NATed, and the host
+  // port is held by conmon); the host-network one by loopback and its port.
+  const std::string own_label = own.bridge_ip() + ":6379";
+  for (const auto& label : {own_label, host.address()}) {
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    std::optional<double> up;
+    while (std::chrono::steady_clock::now() < until &&
+           (up = metric_value(http_get(port, "/metrics").value_or(""), "thptrace_redis_up{target=\"" + label + "\"}")) != 1)
+      std::this_thread::sleep_for(200ms);
+    EXPECT_EQ(up, 1) << label << "\n" << daemon.err();
+  }
+  own.cmd({"BGSAVE"});
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  std::optional<double> n;
+  while (std::chrono::steady_clock::now() < until &&
+         (n = metric_value(http_get(port, "/metrics").value_or(""), "thptrace_forks_total{reason=\"bgsave\",target=\"" + own_label + "\"}")) != 1)
+    std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(n, 1) << daemon.err();
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait(30s), 0) << daemon.err();
+}
