@@ -79,8 +79,8 @@ TEST(Memory, CgroupLimitAndPeakMatchTheCgroupsOwnFiguresAndCloseIsAFinding) {
 
   const std::string dir = make_temp_dir("thptrace-mem-");
   const std::string json = dir + "/report.json";
-  Process tracer({thptrace_bin(), "--pid", std::to_string(r.pid()), "--redis", r.address(), "--duration", "3",
-                  "--json", json});
+  Process tracer(
+      {thptrace_bin(), "--pid", std::to_string(r.pid()), "--redis", r.address(), "--duration", "3", "--json", json});
   std::this_thread::sleep_for(1s);
   r.cmd({"BGSAVE"});
   for (int i = 0; i < 500; i++) r.cmd({"SET", "key:" + std::to_string(i * 200), "x"});

@@ -89,7 +89,8 @@ TEST(MemoryHeadroom, WithinTwentyPercentOfTheLimitIsAFindingWithTheTimeLeft) {
   // 150 MiB left at 50 MiB/s (100 MiB copied over a 2 s child): about 3 s of a fork.
   EXPECT_TRUE(has_finding(r, "peaked at 850.0 MiB, 85% of its 1000.0 MiB limit")) << report::findings(r)[0];
   EXPECT_TRUE(has_finding(r, "(50.0 MiB/s while a child lived), the 150.0 MiB left would last about 3 s"));
-  EXPECT_NE(report::to_text(r).find("memory cgroup v1 /sys/fs/cgroup/memory/redis: limit 1000.0 MiB, usage peak 850.0 MiB (85% of it), oom kills 0"),
+  EXPECT_NE(report::to_text(r).find("memory cgroup v1 /sys/fs/cgroup/memory/redis: limit 1000.0 MiB, usage peak 850.0 "
+                                    "MiB (85% of it), oom kills 0"),
             std::string::npos);
 }
 

@@ -88,7 +88,10 @@ std::vector<prometheus::MetricFamily> RedisMirror::Collect() const {
 Metrics::Metrics()
     : registry_(std::make_shared<prometheus::Registry>()),
       mirror_(std::make_shared<RedisMirror>()),
-      forks_(BuildCounter().Name("thptrace_forks_total").Help("Forks of a watched process, by reason.").Register(*registry_)),
+      forks_(BuildCounter()
+                 .Name("thptrace_forks_total")
+                 .Help("Forks of a watched process, by reason.")
+                 .Register(*registry_)),
       fork_duration_(BuildHistogram()
                          .Name("thptrace_fork_duration_seconds")
                          .Help("Time the parent spent in fork() (libc call, else the clone syscall).")
@@ -133,12 +136,14 @@ Metrics::Metrics()
       rss_(BuildGauge().Name("thptrace_rss_bytes").Help("Resident set of the watched process.").Register(*registry_)),
       cgroup_usage_(BuildGauge()
                         .Name("thptrace_memory_cgroup_usage_bytes")
-                        .Help("Usage of the memory cgroup the watched process is charged to (v1 memory.usage_in_bytes, v2 memory.current).")
+                        .Help("Usage of the memory cgroup the watched process is charged to (v1 memory.usage_in_bytes, "
+                              "v2 memory.current).")
                         .Register(*registry_)),
-      cgroup_limit_(BuildGauge()
-                        .Name("thptrace_memory_cgroup_limit_bytes")
-                        .Help("Limit of that memory cgroup (v1 memory.limit_in_bytes, v2 memory.max); absent when it has none.")
-                        .Register(*registry_)),
+      cgroup_limit_(
+          BuildGauge()
+              .Name("thptrace_memory_cgroup_limit_bytes")
+              .Help("Limit of that memory cgroup (v1 memory.limit_in_bytes, v2 memory.max); absent when it has none.")
+              .Register(*registry_)),
       thp_info_(BuildGauge()
                     .Name("thptrace_thp_enabled_info")
                     .Help("The system's THP modes (/sys/kernel/mm/transparent_hugepage).")
@@ -155,7 +160,8 @@ Metrics::Metrics()
                       .Name("thptrace_probe_info")
                       .Help("Attach mode of each probe family on this kernel.")
                       .Register(*registry_)),
-      redis_up_(BuildGauge().Name("thptrace_redis_up").Help("1 when Redis answered the last poll.").Register(*registry_)),
+      redis_up_(
+          BuildGauge().Name("thptrace_redis_up").Help("1 when Redis answered the last poll.").Register(*registry_)),
       cow_size_(BuildGauge()
                     .Name("thptrace_redis_current_cow_size_bytes")
                     .Help("Redis INFO current_cow_size of the live fork child.")

@@ -56,7 +56,8 @@ class Metrics {
   void add_dropped(uint64_t n);
   void set_memory(const std::string& target, uint64_t rss_bytes, uint64_t anon_huge_bytes, std::optional<bool> thp_enabled);
   // The memory cgroup the target is charged to: usage now and its limit (none: no series).
-  void set_cgroup_memory(const std::string& target, std::optional<uint64_t> usage_bytes, std::optional<uint64_t> limit_bytes);
+  void set_cgroup_memory(const std::string& target, std::optional<uint64_t> usage_bytes,
+                         std::optional<uint64_t> limit_bytes);
   void set_redis(const std::string& target, const redis::Snapshot& s);
   // The text exposition of every thptrace_* series (what /metrics serves, without the exposer's own).
   std::string exposition() const;

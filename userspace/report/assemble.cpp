@@ -61,7 +61,8 @@ Report assemble(const CaptureInputs& in) {
     c.usage_max_bytes = std::max(end->usage_bytes, in.cgroup_start ? in.cgroup_start->usage_bytes : 0);
     for (const auto& s : samples)
       if (s.cgroup_usage_bytes) c.usage_max_bytes = std::max(c.usage_max_bytes, *s.cgroup_usage_bytes);
-    if (in.cgroup_start && end->oom_kills >= in.cgroup_start->oom_kills) c.oom_kills = end->oom_kills - in.cgroup_start->oom_kills;
+    if (in.cgroup_start && end->oom_kills >= in.cgroup_start->oom_kills)
+      c.oom_kills = end->oom_kills - in.cgroup_start->oom_kills;
     r.memory.cgroup = c;
   }
   if (in.redis_address) {

@@ -148,16 +148,18 @@ std::vector<std::string> findings(const Report& r) {
       std::string rate;
       if (r.memory.fork_window_s > 0 && r.memory.copied_bytes > 0) {
         const double per_s = static_cast<double>(r.memory.copied_bytes) / r.memory.fork_window_s;
-        rate = fmt::format(" At the rate the forks copied ({:.1f} MiB/s while a child lived), the {:.1f} MiB left "
-                           "would last about {:.0f} s of a fork.",
-                           in_mib(static_cast<uint64_t>(per_s)), in_mib(headroom), static_cast<double>(headroom) / per_s);
+        rate = fmt::format(
+            " At the rate the forks copied ({:.1f} MiB/s while a child lived), the {:.1f} MiB left "
+            "would last about {:.0f} s of a fork.",
+            in_mib(static_cast<uint64_t>(per_s)), in_mib(headroom), static_cast<double>(headroom) / per_s);
       }
-      f.push_back({1, fmt::format("The memory cgroup's usage peaked at {:.1f} MiB, {:.0f}% of its {:.1f} MiB limit ({}): "
-                                  "copy-on-write during a longer fork, or more writes, can reach it and the kernel "
-                                  "would OOM-kill a process in it.{}",
-                                  in_mib(c->usage_max_bytes),
-                                  100.0 * static_cast<double>(c->usage_max_bytes) / static_cast<double>(*c->limit_bytes),
-                                  in_mib(*c->limit_bytes), c->path, rate)});
+      f.push_back(
+          {1, fmt::format("The memory cgroup's usage peaked at {:.1f} MiB, {:.0f}% of its {:.1f} MiB limit ({}): "
+                          "copy-on-write during a longer fork, or more writes, can reach it and the kernel "
+                          "would OOM-kill a process in it.{}",
+                          in_mib(c->usage_max_bytes),
+                          100.0 * static_cast<double>(c->usage_max_bytes) / static_cast<double>(*c->limit_bytes),
+                          in_mib(*c->limit_bytes), c->path, rate)});
     }
     if (c->oom_kills > 0)
       f.push_back({0, fmt::format("The kernel OOM-killed {} process(es) in this memory cgroup ({}) during the capture.",

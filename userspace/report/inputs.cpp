@@ -153,8 +153,12 @@ std::optional<T> optional_from(const json& j, const char* key) {
 
 ordered_json cgroup_json(const std::optional<proc::CgroupMemory>& m) {
   if (!m) return nullptr;
-  return {{"version", m->version},         {"dir", m->dir},           {"limit_bytes", optional_json(m->limit_bytes)},
-          {"usage_bytes", m->usage_bytes}, {"peak_bytes", optional_json(m->peak_bytes)}, {"oom_kills", m->oom_kills}};
+  return {{"version", m->version},
+          {"dir", m->dir},
+          {"limit_bytes", optional_json(m->limit_bytes)},
+          {"usage_bytes", m->usage_bytes},
+          {"peak_bytes", optional_json(m->peak_bytes)},
+          {"oom_kills", m->oom_kills}};
 }
 // Recordings from before the memory figures have no such key: nullopt, as if no cgroup was readable.
 std::optional<proc::CgroupMemory> cgroup_from(const json& j, const char* key) {

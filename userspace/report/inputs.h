@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "proc/proc.h"
 #include "proc/cgroup.h"
+#include "proc/proc.h"
 #include "proc/sampler.h"
 #include "redis/watcher.h"
 #include "tracer/abi.h"

@@ -162,8 +162,9 @@ std::string to_text(const Report& r) {
     const auto mib = [](uint64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20)); };
     line(fmt::format("memory cgroup v{} {}: limit {}, usage peak {}{}, oom kills {}", c->version, c->path,
                      c->limit_bytes ? mib(*c->limit_bytes) : std::string("none"), mib(c->usage_max_bytes),
-                     c->limit_bytes ? fmt::format(" ({:.0f}% of it)", 100.0 * static_cast<double>(c->usage_max_bytes) /
-                                                                       static_cast<double>(std::max<uint64_t>(*c->limit_bytes, 1)))
+                     c->limit_bytes ? fmt::format(" ({:.0f}% of it)",
+                                                  100.0 * static_cast<double>(c->usage_max_bytes) /
+                                                      static_cast<double>(std::max<uint64_t>(*c->limit_bytes, 1)))
                                     : std::string(),
                      c->oom_kills));
   }

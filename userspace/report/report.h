@@ -33,11 +33,11 @@ struct RedisSection {
 // and the system's MemAvailable, over the capture.
 struct CgroupSection {
   int version = 0;
-  std::string path;                      // the cgroup's directory
-  std::optional<uint64_t> limit_bytes;   // nullopt: no limit
-  uint64_t usage_max_bytes = 0;          // the highest usage sampled during the capture
-  std::optional<uint64_t> peak_bytes;    // the kernel's high-water mark at the end (cgroup lifetime)
-  uint64_t oom_kills = 0;                // OOM kills in the cgroup during the capture
+  std::string path;                     // the cgroup's directory
+  std::optional<uint64_t> limit_bytes;  // nullopt: no limit
+  uint64_t usage_max_bytes = 0;         // the highest usage sampled during the capture
+  std::optional<uint64_t> peak_bytes;   // the kernel's high-water mark at the end (cgroup lifetime)
+  uint64_t oom_kills = 0;               // OOM kills in the cgroup during the capture
   std::optional<uint64_t> headroom_bytes() const {
     if (!limit_bytes) return std::nullopt;
     return *limit_bytes > usage_max_bytes ? *limit_bytes - usage_max_bytes : 0;
