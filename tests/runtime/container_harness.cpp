@@ -95,8 +95,8 @@ std::string container_name() {
 RedisContainer::RedisContainer(Network network, const std::vector<std::string>& extra_args) : name_(container_name()) {
   const std::string image = container_image("redis");
   host_port_ = free_port();
-  std::vector<std::string> args = {"run", "-d", "--name", name_, "--ulimit", "nofile=20000:20000", "--ulimit",
-                                   "nproc=4096:4096"};
+  std::vector<std::string> args = {
+      "run", "-d", "--name", name_, "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=4096:4096"};
   int inner_port = 6379;
   if (network == Network::host) {
     args.insert(args.end(), {"--network", "host"});
@@ -104,14 +104,16 @@ RedisContainer::RedisContainer(Network network, const std::vector<std::string>& 
   } else {
     args.insert(args.end(), {"-p", "127.0.0.1:" + std::to_string(host_port_) + ":6379"});
   }
-  args.insert(args.end(), {image, "redis-server", "--port", std::to_string(inner_port), "--bind",
-                           network == Network::host ? "127.0.0.1" : "0.0.0.0", "--protected-mode", "no", "--save", "",
-                           "--appendonly", "no", "--repl-diskless-sync", "no", "--enable-debug-command", "yes", "--dir", "/data"});
+  args.insert(args.end(),
+              {image, "redis-server", "--port", std::to_string(inner_port), "--bind",
+               network == Network::host ? "127.0.0.1" : "0.0.0.0", "--protected-mode", "no", "--save", "",
+               "--appendonly", "no", "--repl-diskless-sync", "no", "--enable-debug-command", "yes", "--dir", "/data"});
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   try {
     podman(args);
     pid_ = static_cast<pid_t>(std::stol(podman({"inspect", name_, "--format", "{{.State.Pid}}"})));
-    if (network == Network::bridge) bridge_ip_ = podman({"inspect", name_, "--format", "{{.NetworkSettings.IPAddress}}"});
+    if (network == Network::bridge)
+      bridge_ip_ = podman({"inspect", name_, "--format", "{{.NetworkSettings.IPAddress}}"});
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (std::chrono::steady_clock::now() < until) {
       if (auto c = client(); c && c->command({"PING"}) == "PONG") return;

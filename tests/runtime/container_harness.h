@@ -16,13 +16,13 @@ namespace thptrace::test {
 
 // Skips the test when podman is missing, or fails it when THPTRACE_REQUIRE_BPF=1 (CI), where
 // scripts/install-deps.sh has installed it.
-#define REQUIRE_PODMAN()                                                      \
-  do {                                                                        \
-    const std::string why = ::thptrace::test::podman_unavailable_reason();    \
-    if (!why.empty()) {                                                       \
-      if (::thptrace::test::bpf_required()) FAIL() << why;                    \
-      GTEST_SKIP() << why;                                                    \
-    }                                                                         \
+#define REQUIRE_PODMAN()                                                   \
+  do {                                                                     \
+    const std::string why = ::thptrace::test::podman_unavailable_reason(); \
+    if (!why.empty()) {                                                    \
+      if (::thptrace::test::bpf_required()) FAIL() << why;                 \
+      GTEST_SKIP() << why;                                                 \
+    }                                                                      \
   } while (0)
 
 std::string podman_unavailable_reason();  // "" when podman runs containers here
@@ -47,7 +47,7 @@ class RedisContainer {
   RedisContainer& operator=(const RedisContainer&) = delete;
 
   const std::string& name() const { return name_; }
-  pid_t pid() const { return pid_; }          // host pid of redis-server
+  pid_t pid() const { return pid_; }  // host pid of redis-server
   int host_port() const { return host_port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(host_port_); }
   std::string bridge_ip() const { return bridge_ip_; }  // "" with host networking

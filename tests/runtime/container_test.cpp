@@ -23,7 +23,8 @@ struct Capture {
   std::string dir = make_temp_dir("thptrace-ctr-cap-");
   std::unique_ptr<Process> proc;
   explicit Capture(const std::string& address)
-      : proc(std::make_unique<Process>(std::vector<std::string>{thptrace_bin(), "--redis", address, "--json", dir + "/r.json"})) {}
+      : proc(std::make_unique<Process>(
+            std::vector<std::string>{thptrace_bin(), "--redis", address, "--json", dir + "/r.json"})) {}
   ~Capture() { std::filesystem::remove_all(dir); }
   nlohmann::json stop() {
     proc->signal(SIGINT);
@@ -105,7 +106,9 @@ TEST(Containers, TwoRedisOnTheSamePortInTheirOwnNetworks) {
   Capture cap_b(b.address());
   ASSERT_TRUE(cap_a.proc->wait_stderr_line("tracing pid " + std::to_string(a.pid()), 60s)) << cap_a.proc->err();
   ASSERT_TRUE(cap_b.proc->wait_stderr_line("tracing pid " + std::to_string(b.pid()), 60s)) << cap_b.proc->err();
-  const auto metric = [&](const std::string& series) { return metric_value(http_get(port, "/metrics").value_or(""), series); };
+  const auto metric = [&](const std::string& series) {
+    return metric_value(http_get(port, "/metrics").value_or(""), series);
+  };
   const auto forks = [](const std::string& target, const std::string& reason) {
     return "thptrace_forks_total{reason=\"" + reason + "\",target=\"" + target + "\"}";
   };
@@ -129,7 +132,8 @@ TEST(Containers, TwoRedisOnTheSamePortInTheirOwnNetworks) {
   EXPECT_EQ(metric(forks(a.address(), "bgsave")), 1);
   // The daemon's fork time of each BGSAVE, from its histogram's sum.
   const auto sum = [&](const RedisContainer& c) {
-    return metric("thptrace_fork_duration_seconds_sum{reason=\"bgsave\",target=\"" + c.address() + "\"}").value_or(0) * 1e6;
+    return metric("thptrace_fork_duration_seconds_sum{reason=\"bgsave\",target=\"" + c.address() + "\"}").value_or(0) *
+           1e6;
   };
   EXPECT_NEAR(sum(a), fork_a, std::max(0.25 * fork_a, 150.0));
   EXPECT_NEAR(sum(b), fork_b, std::max(0.25 * fork_b, 150.0));
@@ -156,7 +160,8 @@ TEST(Containers, DiscoveryReachesContainersByTheirTitlesAddress) {
     const auto until = std::chrono::steady_clock::now() + 30s;
     std::optional<double> up;
     while (std::chrono::steady_clock::now() < until &&
-           (up = metric_value(http_get(port, "/metrics").value_or(""), "thptrace_redis_up{target=\"" + label + "\"}")) != 1)
+           (up = metric_value(http_get(port, "/metrics").value_or(""),
+                              "thptrace_redis_up{target=\"" + label + "\"}")) != 1)
       std::this_thread::sleep_for(200ms);
     EXPECT_EQ(up, 1) << label << "\n" << daemon.err();
   }
@@ -164,7 +169,8 @@ TEST(Containers, DiscoveryReachesContainersByTheirTitlesAddress) {
   const auto until = std::chrono::steady_clock::now() + 30s;
   std::optional<double> n;
   while (std::chrono::steady_clock::now() < until &&
-         (n = metric_value(http_get(port, "/metrics").value_or(""), "thptrace_forks_total{reason=\"bgsave\",target=\"" + own_label + "\"}")) != 1)
+         (n = metric_value(http_get(port, "/metrics").value_or(""),
+                           "thptrace_forks_total{reason=\"bgsave\",target=\"" + own_label + "\"}")) != 1)
     std::this_thread::sleep_for(100ms);
   EXPECT_EQ(n, 1) << daemon.err();
   daemon.signal(SIGTERM);
