@@ -20,7 +20,7 @@ fi
 
 start=$(date +%s)
 cmake -S "$root" -B "$build" -DTHPTRACE_SANITIZE=ON >/dev/null
-cmake --build "$build" -j"$jobs" --target unit_tests runtime_tests thptrace dirty_after_fork fork_burst fault_burst
+cmake --build "$build" -j"$jobs" --target unit_tests runtime_tests thptrace dirty_after_fork fork_burst fault_burst thread_exit
 built=$(date +%s)
 
 # LeakSanitizer works under these tests (not under ptrace: do not run them in gdb or strace).
