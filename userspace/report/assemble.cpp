@@ -8,7 +8,9 @@ namespace thptrace::report {
 
 Report assemble(const CaptureInputs& in) {
   const bool kernel_splits = in.probes.cow_fault.mode == tracer::Mode::fentry;
-  correlate::Correlator correlator(static_cast<uint32_t>(in.pid), {.kernel_splits = kernel_splits});
+  correlate::CorrelatorOptions options;
+  options.kernel_splits = kernel_splits;
+  correlate::Correlator correlator(static_cast<uint32_t>(in.pid), options);
   for (const auto& e : in.events) correlator.on_event(e);
   for (const auto& ep : in.final_episodes) correlator.on_final_episode(ep);
   for (const auto& s : in.samples.samples()) correlator.on_sample(s);
