@@ -106,7 +106,7 @@ config_ok() {
 check "deploy/thptrace.conf has every documented key" config_ok
 
 # --- metrics contract ---------------------------------------------------------------------------
-# Every thptrace_* name used by the rules and the dashboard is a metric of the contract (design.md §4,
+# Every thptrace_* name used by the rules and the dashboard is a metric of the contract (docs/metrics.md,
 # with the histogram series suffixes), so nothing here depends on a series the daemon does not export.
 contract_ok() {
   "$py" - "$rules" "$dashboard" <<'EOF'
@@ -118,7 +118,8 @@ bpf_program_run_time_seconds_total""".split()
 gauges = """fork_in_progress anon_huge_pages_bytes rss_bytes thp_enabled_info thp_process_enabled
 probe_info redis_up redis_current_cow_size_bytes redis_current_fork_ratio
 redis_current_save_keys_processed redis_latest_fork_seconds build_info target_untraced
-bpf_map_entries bpf_map_max_entries bpf_stats_enabled""".split()
+bpf_map_entries bpf_map_max_entries bpf_stats_enabled memory_cgroup_usage_bytes
+memory_cgroup_limit_bytes""".split()
 histograms = """fork_duration_seconds fork_child_lifetime_seconds fork_cow_faults stall_seconds
 redis_command_latency_seconds""".split()
 known = {"thptrace_" + n for n in counters + gauges}
