@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   LoadgenCommand c;
   try {
     c = parse_loadgen_command(static_cast<int>(argv.size()), argv.data());
-  } catch (const UsageError&) {
+  } catch (const thptrace::UsageError&) {
     return 0;
   }
   if (c.help) return 0;
