@@ -255,8 +255,8 @@ TEST(RedisClientLimits, TheWatcherReportsTheRefusalAndReconnects) {
   EXPECT_GE(server.accepted(), 3);
   EXPECT_FALSE(watcher.ever_up());
   EXPECT_EQ(seen, "lost the connection to Redis at 127.0.0.1:" + std::to_string(server.port()) +
-                                      ": refused an oversized reply: 2147483647 elements (the limit is 1048576 per "
-                                      "reply)");
+                      ": refused an oversized reply: 2147483647 elements (the limit is 1048576 per "
+                      "reply)");
 }
 
 }  // namespace
