@@ -114,14 +114,14 @@ import re, sys
 counters = """forks_total cow_faults_total child_cow_faults_total thp_splits_total thp_collapses_total
 events_dropped_total redis_forks_total redis_sync_full_total untracked_forks_total
 target_watch_failures_total episodes_reaped_total bpf_program_run_count_total
-bpf_program_run_time_seconds_total""".split()
+bpf_program_run_time_seconds_total replica_syncs_total full_sync_loop_repeats_total""".split()
 gauges = """fork_in_progress anon_huge_pages_bytes rss_bytes thp_enabled_info thp_process_enabled
 probe_info redis_up redis_current_cow_size_bytes redis_current_fork_ratio
 redis_current_save_keys_processed redis_latest_fork_seconds build_info target_untraced
 bpf_map_entries bpf_map_max_entries bpf_stats_enabled memory_cgroup_usage_bytes
 memory_cgroup_limit_bytes""".split()
 histograms = """fork_duration_seconds fork_child_lifetime_seconds fork_cow_faults stall_seconds
-redis_command_latency_seconds""".split()
+redis_command_latency_seconds fork_replicas replica_sync_duration_seconds""".split()
 known = {"thptrace_" + n for n in counters + gauges}
 known |= {"thptrace_" + h + s for h in histograms for s in ("_bucket", "_sum", "_count")}
 bad = []

@@ -1,5 +1,6 @@
 // INFO text from a Redis we do not control: parse_info, then everything built on its map
-// (parse_replicas, info_int, snapshot_from_info).
+// (parse_replicas, info_int, snapshot_from_info); the same bytes as a CONFIG GET
+// client-output-buffer-limit value and as a CLIENT LIST reply.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -30,5 +31,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Snapshot s = snapshot_from_info(info, 42);
   FUZZ_CHECK(s.up && s.ts_ns == 42);
   if (const auto pid = info_int(info, "process_id")) FUZZ_CHECK(s.process_id == *pid);
+  FUZZ_CHECK(s.replicas.size() <= slave_keys);
+
+  if (const auto limit = parse_replica_output_buffer_limit(text))
+    FUZZ_CHECK(text.find("slave ") != std::string_view::npos || text.find("replica ") != std::string_view::npos);
+  if (max_client_omem(text)) FUZZ_CHECK(text.find(" omem=") != std::string_view::npos);
   return 0;
 }

@@ -11,6 +11,12 @@ constexpr uint64_t kIdleHistoryNs = 5'000'000'000;
 // ...unless that fork is older than this: its exit record was lost, it no longer pins the history.
 constexpr uint64_t kLongestForkNs = 3600ull * 1'000'000'000;
 
+// An AOF rewrite or a module's fork never serves a replica.
+bool may_serve(uint32_t kernel_reason) {
+  const Reason r = reason_from_kernel(kernel_reason);
+  return r != Reason::aof_rewrite && r != Reason::module;
+}
+
 }  // namespace
 
 const char* reason_name(Reason r) {
@@ -53,6 +59,7 @@ void Correlator::on_event(const thptrace_event& e) {
         p.ep.reason = static_cast<uint32_t>(e.value);
       }
       p.have_fork = true;
+      replicas_.on_fork({e.child_pid, p.ep.fork_ts_ns, p.ep.exit_ts_ns, may_serve(p.ep.reason)});
       break;
     }
     case EV_FORK_RETURN: {
@@ -65,6 +72,7 @@ void Correlator::on_event(const thptrace_event& e) {
       Partial& p = episodes_[e.child_pid];
       p.ep = e.episode;
       p.have_final = true;
+      replicas_.on_fork({e.child_pid, p.ep.fork_ts_ns, p.ep.exit_ts_ns, may_serve(p.ep.reason)});
       break;
     }
     case EV_TARGET_EXIT:
@@ -85,12 +93,14 @@ void Correlator::on_final_episode(const thptrace_episode& ep) {
   if (p.have_final && p.ep.exit_ts_ns) return;
   p.ep = ep;
   p.have_final = true;
+  replicas_.on_fork({ep.child_pid, ep.fork_ts_ns, ep.exit_ts_ns, may_serve(ep.reason)});
 }
 
 void Correlator::on_snapshot(redis::Snapshot s) {
   // A poll Redis did not answer says nothing about a fork.
   if (!s.up) return;
   if (options_.bounded_history) s.latency.reset();  // only reasons are asked of a bounded history
+  replicas_.on_snapshot(s);
   timeline_.push_back(std::move(s));
   trim_history();
 }
@@ -114,6 +124,7 @@ void Correlator::trim_history() {
   while (timeline_.size() - old > 2 && timeline_[old].ts_ns < keep_from) ++old;
   timeline_.erase(timeline_.begin(), timeline_.begin() + static_cast<std::ptrdiff_t>(old));
   samples_.drop_before(keep_from, 2);
+  replicas_.drop_before(keep_from);
 }
 
 size_t Correlator::live_children() const {
@@ -149,6 +160,7 @@ ForkEpisode Correlator::complete(const Partial& p) const {
     f.thp_splits = samples_.vmstat_delta("thp_split_pmd", f.fork_ts_ns, end).value_or(0);
     f.thp_splits_source = "vmstat";
   }
+  if (f.reason != Reason::aof_rewrite && f.reason != Reason::module) f.replicas = replicas_.served_by(f.child_pid);
   if (!timeline_.empty() && f.exit_ts_ns) {
     const uint64_t span = f.exit_ts_ns - f.fork_ts_ns;
     f.latency_during = latency_between(timeline_, f.fork_ts_ns, f.exit_ts_ns);

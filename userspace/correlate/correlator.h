@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "correlate/episode.h"
+#include "correlate/replicas.h"
 #include "proc/sampler.h"
 #include "redis/watcher.h"
 #include "tracer/abi.h"
@@ -83,6 +84,10 @@ class Correlator {
   uint64_t collapse_events() const { return collapses_; }
   const proc::SampleSeries& samples() const { return samples_; }
   const std::vector<redis::Snapshot>& timeline() const { return timeline_; }
+  // The replicas' syncs that ended since the last call (the daemon's per-replica figures).
+  std::vector<ReplicaSync> take_finished_replica_syncs() { return replicas_.take_finished(); }
+  // Every replica sync seen (the capture's end).
+  std::vector<ReplicaSync> replica_syncs() const { return replicas_.all(); }
 
   // How long an exited child's episode waits for what it lacks (an INFO poll, a vmstat sample).
   static constexpr uint64_t kSettleWaitNs = 5'000'000'000;
@@ -106,6 +111,7 @@ class Correlator {
   std::vector<redis::Snapshot> timeline_;
   bool target_exited_ = false;
   uint64_t collapses_ = 0;
+  ReplicaTracker replicas_;
 };
 
 ForkEpisode episode_from_kernel(const thptrace_episode& ep);

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "correlate/replicas.h"
+
 namespace thptrace::correlate {
 
 // full_sync_rdb_channel: a full sync whose RDB the child writes to the replica's own RDB connection,
@@ -45,6 +47,8 @@ struct ForkEpisode {
   uint64_t compaction_stalls = 0, reclaim_stalls = 0;
   double compaction_ms = 0, reclaim_ms = 0;
   std::optional<LatencyWindow> latency_during, latency_before;
+  // The replicas' full syncs this fork served (INFO replication), in the order they appeared.
+  std::vector<ReplicaSync> replicas;
   bool complete() const { return exit_ts_ns != 0; }
 };
 

@@ -125,18 +125,37 @@ void Exporter::export_episode(Target& t, const correlate::ForkEpisode& e) {
   if (!kernel_splits_) metrics_.add_thp(t.label, e.thp_splits, 0);
 }
 
+void Exporter::export_replica_syncs(Target& t) {
+  // A repeat within this long of the drop is the loop going round; older drops are forgotten.
+  constexpr uint64_t kLoopWindowNs = 3600ull * 1'000'000'000;
+  for (const auto& s : t.correlator.take_finished_replica_syncs()) {
+    const auto it = t.dropped_at.find(s.address);
+    const bool repeat = it != t.dropped_at.end() && s.first_seen_ns <= it->second + kLoopWindowNs;
+    metrics_.on_replica_sync(t.label, s, repeat);
+    if (s.outcome == correlate::ReplicaSync::Outcome::dropped)
+      t.dropped_at[s.address] = s.last_seen_ns;
+    else
+      t.dropped_at.erase(s.address);
+    std::erase_if(t.dropped_at, [&](const auto& kv) { return kv.second + kLoopWindowNs < s.last_seen_ns; });
+  }
+}
+
 void Exporter::export_settled(uint64_t now_ns) {
-  for (auto& t : targets_)
+  for (auto& t : targets_) {
     for (const auto& e : t.correlator.take_settled(now_ns)) {
       record({{"settled", now_ns}, {"target", t.label}, {"child_pid", e.child_pid}});
       export_episode(t, e);
     }
+    export_replica_syncs(t);
+  }
 }
 
 void Exporter::export_remaining() {
   record({{"end", true}});
-  for (auto& t : targets_)
+  for (auto& t : targets_) {
     for (const auto& e : t.correlator.take_remaining(false)) export_episode(t, e);
+    export_replica_syncs(t);
+  }
 }
 
 }  // namespace thptrace::daemon

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -66,7 +67,10 @@ class Exporter {
     std::string label;
     correlate::Correlator correlator;
     thptrace_target last{};  // kernel counters already exported
+    // Replicas dropped before online, by address, with when: a later full sync of one is a repeat.
+    std::map<std::string, uint64_t> dropped_at{};
   };
+  void export_replica_syncs(Target& t);
   void export_episode(Target& t, const correlate::ForkEpisode& e);
   void record(const nlohmann::ordered_json& step);
 

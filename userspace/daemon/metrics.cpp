@@ -20,6 +20,8 @@ using prometheus::Histogram;
 const Histogram::BucketBoundaries kForkSeconds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
                                                   0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5};
 const Histogram::BucketBoundaries kLifetimeSeconds = {0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800};
+const Histogram::BucketBoundaries kReplicas = {0, 1, 2, 3, 4, 6, 8, 16, 32};
+const Histogram::BucketBoundaries kSyncSeconds = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800};
 const Histogram::BucketBoundaries kStallSeconds = {0.00001, 0.0001, 0.001, 0.01, 0.1, 1, 10};
 Histogram::BucketBoundaries cow_fault_buckets() {
   Histogram::BucketBoundaries b;
@@ -104,6 +106,24 @@ Metrics::Metrics()
                            .Name("thptrace_fork_cow_faults")
                            .Help("Copy-on-write faults the parent took while one fork child lived.")
                            .Register(*registry_)),
+      fork_replicas_(BuildHistogram()
+                         .Name("thptrace_fork_replicas")
+                         .Help("Replicas one full-sync fork served (INFO replication), by fork.")
+                         .Register(*registry_)),
+      replica_sync_(BuildHistogram()
+                        .Name("thptrace_replica_sync_duration_seconds")
+                        .Help("A replica's full sync from its request (first listed) to online.")
+                        .Register(*registry_)),
+      replica_syncs_(BuildCounter()
+                         .Name("thptrace_replica_syncs_total")
+                         .Help("Replicas' full syncs that ended, by outcome (online, or dropped before online).")
+                         .Register(*registry_)),
+      sync_loop_repeats_(
+          BuildCounter()
+              .Name("thptrace_full_sync_loop_repeats_total")
+              .Help("Full syncs of a replica that had been dropped before online in the hour before: a full-sync "
+                    "loop going round.")
+              .Register(*registry_)),
       cow_faults_(BuildCounter()
                       .Name("thptrace_cow_faults_total")
                       .Help("Write faults on present pages taken by the watched process.")
@@ -244,6 +264,10 @@ void Metrics::add_target(const std::string& t) {
     fork_cow_faults_.Add(l, cow_fault_buckets());
   }
   for (const char* kind : {"compaction", "reclaim"}) stall_.Add({{"target", t}, {"kind", kind}}, kStallSeconds);
+  fork_replicas_.Add({{"target", t}}, kReplicas);
+  replica_sync_.Add({{"target", t}}, kSyncSeconds);
+  for (const char* outcome : {"online", "dropped"}) replica_syncs_.Add({{"target", t}, {"outcome", outcome}});
+  sync_loop_repeats_.Add({{"target", t}});
   cow_faults_.Add({{"target", t}});
   child_cow_faults_.Add({{"target", t}});
   thp_splits_.Add({{"target", t}});
@@ -283,8 +307,18 @@ void Metrics::on_episode(const std::string& t, const correlate::ForkEpisode& e) 
   if (e.fork_duration_us) fork_duration_.Add(l, kForkSeconds).Observe(*e.fork_duration_us / 1e6);
   if (e.child_lifetime_ms) child_lifetime_.Add(l, kLifetimeSeconds).Observe(*e.child_lifetime_ms / 1e3);
   fork_cow_faults_.Add(l, cow_fault_buckets()).Observe(static_cast<double>(e.cow_faults));
+  if (e.reason == correlate::Reason::full_sync_disk || e.reason == correlate::Reason::full_sync_diskless ||
+      e.reason == correlate::Reason::full_sync_rdb_channel || !e.replicas.empty())
+    fork_replicas_.Add({{"target", t}}, kReplicas).Observe(static_cast<double>(e.replicas.size()));
   auto& g = in_progress_.Add({{"target", t}});
   if (g.Value() > 0) g.Decrement();
+}
+
+void Metrics::on_replica_sync(const std::string& t, const correlate::ReplicaSync& s, bool repeat) {
+  if (s.outcome == correlate::ReplicaSync::Outcome::syncing) return;
+  replica_syncs_.Add({{"target", t}, {"outcome", correlate::outcome_name(s.outcome)}}).Increment();
+  if (const auto ms = s.sync_ms()) replica_sync_.Add({{"target", t}}, kSyncSeconds).Observe(*ms / 1e3);
+  if (repeat) sync_loop_repeats_.Add({{"target", t}}).Increment();
 }
 
 void Metrics::on_stall(const std::string& t, bool compaction, double seconds) {

@@ -51,6 +51,9 @@ class Metrics {
   void on_fork_lost(const std::string& target);
   void on_episode(const std::string& target, const correlate::ForkEpisode& e);
   void on_stall(const std::string& target, bool compaction, double seconds);
+  // One replica's full sync that ended (online or dropped); repeat: the replica had been dropped
+  // before online shortly before (the full-sync loop went round once more).
+  void on_replica_sync(const std::string& target, const correlate::ReplicaSync& s, bool repeat);
   void add_cow_faults(const std::string& target, uint64_t parent, uint64_t child);
   void add_thp(const std::string& target, uint64_t splits, uint64_t collapses);
   void add_dropped(uint64_t n);
@@ -81,6 +84,10 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>& fork_duration_;
   prometheus::Family<prometheus::Histogram>& child_lifetime_;
   prometheus::Family<prometheus::Histogram>& fork_cow_faults_;
+  prometheus::Family<prometheus::Histogram>& fork_replicas_;
+  prometheus::Family<prometheus::Histogram>& replica_sync_;
+  prometheus::Family<prometheus::Counter>& replica_syncs_;
+  prometheus::Family<prometheus::Counter>& sync_loop_repeats_;
   prometheus::Family<prometheus::Counter>& cow_faults_;
   prometheus::Family<prometheus::Counter>& child_cow_faults_;
   prometheus::Family<prometheus::Counter>& thp_splits_;

@@ -83,6 +83,8 @@ std::vector<ReplicaInfo> parse_replicas(const InfoMap& info) {
       else if (k == "port") to_number(v, r.port);
       else if (k == "state") r.state = std::string(v);
       else if (k == "offset") to_number(v, r.offset);
+      else if (k == "lag")
+        to_number(v, r.lag);
     }
     out.push_back(std::move(r));
   }
@@ -152,6 +154,37 @@ std::map<std::string, std::string> parse_config_get(const redisReply* reply) {
   for (size_t i = 0; i + 1 < reply->elements; i += 2)
     out.insert_or_assign(std::string(reply_str(reply->element[i])),
                          std::string(reply_str(reply->element[i + 1])));
+  return out;
+}
+
+std::optional<OutputBufferLimit> parse_replica_output_buffer_limit(std::string_view config) {
+  std::vector<std::string_view> words;
+  while (!config.empty()) {
+    const auto sp = config.find(' ');
+    if (sp != 0) words.push_back(config.substr(0, sp));
+    config = sp == std::string_view::npos ? std::string_view{} : config.substr(sp + 1);
+  }
+  for (size_t i = 0; i + 3 < words.size(); i += 4) {
+    if (words[i] != "slave" && words[i] != "replica") continue;
+    OutputBufferLimit l;
+    if (!to_number(words[i + 1], l.hard_bytes) || !to_number(words[i + 2], l.soft_bytes) ||
+        !to_number(words[i + 3], l.soft_seconds))
+      return std::nullopt;
+    return l;
+  }
+  return std::nullopt;
+}
+
+std::optional<uint64_t> max_client_omem(std::string_view client_list) {
+  std::optional<uint64_t> out;
+  constexpr std::string_view key = " omem=";
+  for (auto at = client_list.find(key); at != std::string_view::npos; at = client_list.find(key, at + 1)) {
+    const auto from = at + key.size();
+    const auto to = client_list.find_first_not_of("0123456789", from);
+    uint64_t v = 0;
+    if (to_number(client_list.substr(from, (to == std::string_view::npos ? client_list.size() : to) - from), v))
+      out = std::max(out.value_or(0), v);
+  }
   return out;
 }
 

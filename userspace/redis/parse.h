@@ -22,11 +22,16 @@ std::optional<int64_t> info_int(const InfoMap& info, const std::string& key);
 std::string info_str(const InfoMap& info, const std::string& key);
 
 // One "slaveN:ip=...,port=...,state=...,offset=...,lag=..." line of INFO replication.
+// state: wait_bgsave, send_bulk, online; Redis 8 send_bulk_and_stream (rdb channel); Valkey 8
+// bg_transfer (dual channel).
 struct ReplicaInfo {
   std::string ip;
   int port = 0;
-  std::string state;  // wait_bgsave, send_bulk, online
+  std::string state;
   int64_t offset = 0;
+  int64_t lag = 0;
+  std::string address() const { return ip + ":" + std::to_string(port); }
+  bool operator==(const ReplicaInfo&) const = default;
 };
 std::vector<ReplicaInfo> parse_replicas(const InfoMap& info);
 
@@ -51,5 +56,17 @@ std::optional<LatencyHistogram> parse_latency_histogram(const redisReply* reply)
 
 // CONFIG GET k1 k2 ... reply: flat [key, value, key, value, ...].
 std::map<std::string, std::string> parse_config_get(const redisReply* reply);
+
+// The replica class of CONFIG GET client-output-buffer-limit ("normal 0 0 0 slave 268435456
+// 67108864 60 pubsub ..."; "replica" in Valkey): hard and soft limits in bytes, soft seconds.
+struct OutputBufferLimit {
+  uint64_t hard_bytes = 0, soft_bytes = 0;
+  uint64_t soft_seconds = 0;
+};
+std::optional<OutputBufferLimit> parse_replica_output_buffer_limit(std::string_view config);
+
+// The largest output buffer (omem) among the clients of a CLIENT LIST reply; nullopt when it has
+// no omem field.
+std::optional<uint64_t> max_client_omem(std::string_view client_list);
 
 }  // namespace thptrace::redis

@@ -26,8 +26,13 @@ Snapshot snapshot_from_info(const InfoMap& info, uint64_t ts_ns) {
   } catch (const std::exception&) {
     s.current_fork_perc = 0;
   }
-  for (const auto& r : parse_replicas(info))
+  s.replicas = parse_replicas(info);
+  for (const auto& r : s.replicas)
     if (r.state == "wait_bgsave") s.replica_waiting_bgsave = true;
+  s.client_output_buffer_limit_disconnections =
+      info_int(info, "client_output_buffer_limit_disconnections").value_or(-1);
+  s.mem_total_replication_buffers = info_int(info, "mem_total_replication_buffers").value_or(0);
+  s.master_repl_offset = info_int(info, "master_repl_offset").value_or(0);
   return s;
 }
 
@@ -115,6 +120,10 @@ bool Watcher::poll_once(Client& client) {
   s.latency = client.latency_histogram();
   if (const auto cfg = client.config_get({"repl-diskless-sync"}); cfg.count("repl-diskless-sync"))
     s.repl_diskless_sync = cfg.at("repl-diskless-sync");
+  // A replica's output buffer only matters while it syncs: CLIENT LIST is asked only then.
+  if (std::any_of(s.replicas.begin(), s.replicas.end(), [](const ReplicaInfo& r) { return r.state != "online"; }))
+    if (const auto list = client.command({"CLIENT", "LIST", "TYPE", "replica"}))
+      if (const auto omem = max_client_omem(*list)) s.replica_output_buffer_max = static_cast<int64_t>(*omem);
   {
     std::lock_guard lock(mu_);
     if (!first_up_) first_up_ = s;
@@ -151,9 +160,17 @@ void Watcher::run() {
           f.process_id = info_int(info, "process_id").value_or(0);
           f.executable = info_str(info, "executable");
         }
-        const auto cfg = client->config_get({"disable-thp", "repl-diskless-sync"});
-        if (auto it = cfg.find("disable-thp"); it != cfg.end()) f.disable_thp = it->second;
-        if (auto it = cfg.find("repl-diskless-sync"); it != cfg.end()) f.repl_diskless_sync = it->second;
+        const auto cfg = client->config_get({"disable-thp", "repl-diskless-sync", "client-output-buffer-limit",
+                                             "repl-timeout", "repl-diskless-sync-delay"});
+        const auto get = [&cfg](const char* key) {
+          const auto it = cfg.find(key);
+          return it == cfg.end() ? std::string() : it->second;
+        };
+        f.disable_thp = get("disable-thp");
+        f.repl_diskless_sync = get("repl-diskless-sync");
+        f.client_output_buffer_limit = get("client-output-buffer-limit");
+        f.repl_timeout = get("repl-timeout");
+        f.repl_diskless_sync_delay = get("repl-diskless-sync-delay");
         std::lock_guard lock(mu_);
         facts_ = f;
         backoff = options_.interval;

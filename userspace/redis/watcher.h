@@ -38,6 +38,15 @@ struct Snapshot {
   int64_t aof_last_cow_size = 0;
   std::string repl_diskless_sync;  // CONFIG GET at the time of the snapshot: "" when unknown
   std::optional<LatencyHistogram> latency;
+  // INFO replication's replica lines, in INFO's order.
+  std::vector<ReplicaInfo> replicas;
+  // INFO stats (Redis >= 7.4, Valkey >= 8.0); -1 when INFO lacks it.
+  int64_t client_output_buffer_limit_disconnections = -1;
+  int64_t mem_total_replication_buffers = 0;  // INFO memory (Redis >= 7.0)
+  int64_t master_repl_offset = 0;             // INFO replication: bytes written to the replication stream
+  // The largest replica output buffer (CLIENT LIST TYPE replica, omem), asked only while a replica
+  // is not online (a sync is on); -1 when not asked.
+  int64_t replica_output_buffer_max = -1;
 };
 
 // Facts read once per connection.
@@ -47,6 +56,9 @@ struct ServerFacts {
   std::string disable_thp;         // "yes" | "no" | "" (Redis < 6.2 has no such option)
   std::string repl_diskless_sync;  // "yes" | "no"
   std::string executable;
+  std::string client_output_buffer_limit;  // CONFIG GET client-output-buffer-limit, all classes
+  std::string repl_timeout;                // seconds
+  std::string repl_diskless_sync_delay;    // seconds
 };
 
 Snapshot snapshot_from_info(const InfoMap& info, uint64_t ts_ns);

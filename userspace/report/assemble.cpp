@@ -39,6 +39,7 @@ Report assemble(const CaptureInputs& in) {
   }
   if (!r.thp_enabled_for_process) r.thp_enabled_for_process = in.status_thp_enabled;
   r.forks = correlator.take_remaining(true);
+  r.replication = replication_of(in, r.forks, correlator.replica_syncs());
   r.totals = correlate::totals_from_kernel(in.target, in.dropped);
   r.totals.forks = r.forks.size();
   // Without per-process kernel counts, the splits of the capture are those of its fork windows.

@@ -19,12 +19,69 @@ std::string mib(double kb) { return fmt::format("{:.1f} MiB", kb / 1024.0); }
 // Past this many fork windows with latency figures, they fold into one finding.
 constexpr size_t kLatencySentences = 3;
 
+std::string bytes_config(uint64_t b) {
+  if (b % (1 << 20) == 0) return fmt::format("{}mb", b >> 20);
+  if (b % 1024 == 0) return fmt::format("{}kb", b >> 10);
+  return std::to_string(b);
+}
+
+// The full-sync loop in one sentence an operator can act on: which replicas, how often, the limit in
+// force, what the buffers reached, and the limit that would have held.
+std::string loop_finding(const ReplicationSection& x) {
+  const auto& worst = x.loops.front();
+  std::string who = fmt::format("replica {} was dropped {} time{} and full-synced {} times", worst.address,
+                                worst.dropped, worst.dropped == 1 ? "" : "s", worst.syncs);
+  if (x.loops.size() > 1) who += fmt::format(" ({} more replicas likewise)", x.loops.size() - 1);
+  std::string cause;
+  const std::string limit =
+      x.limit ? fmt::format("`client-output-buffer-limit replica {} {} {}`", bytes_config(x.limit->hard_bytes),
+                            bytes_config(x.limit->soft_bytes), x.limit->soft_seconds)
+              : std::string("the replica output buffer limit");
+  std::string buffers = fmt::format("replication buffers peaked at {}",
+                                    mib(static_cast<double>(x.replication_buffer_peak_bytes) / 1024.0));
+  if (x.replica_output_buffer_peak_bytes)
+    buffers += fmt::format(", a replica's output buffer at {}",
+                           mib(static_cast<double>(*x.replica_output_buffer_peak_bytes) / 1024.0));
+  if (x.loop_cause == "output_buffer_limit") {
+    cause = fmt::format(": its output buffer overflowed {}{} ({})", limit,
+                        x.output_buffer_limit_disconnections
+                            ? fmt::format(", {} disconnections by that limit", *x.output_buffer_limit_disconnections)
+                            : std::string(),
+                        buffers);
+    if (x.suggested_hard_limit_bytes)
+      cause += fmt::format(
+          "; a hard limit of at least {} would have held (the replication stream grew {}/s): `CONFIG SET "
+          "client-output-buffer-limit \"replica {} {} {}\"`",
+          mib(static_cast<double>(*x.suggested_hard_limit_bytes) / 1024.0), mib(x.stream_bytes_per_s / 1024.0),
+          bytes_config(*x.suggested_hard_limit_bytes),
+          x.limit && x.limit->soft_bytes
+              ? bytes_config(std::max(x.limit->soft_bytes, *x.suggested_hard_limit_bytes / 2))
+              : "0",
+          x.limit ? x.limit->soft_seconds : 0);
+  } else if (x.loop_cause == "repl_timeout") {
+    cause = fmt::format(": its sync outlasted `repl-timeout {}` ({}); raise repl-timeout above the time a sync takes",
+                        x.repl_timeout_s.value_or(0), buffers);
+  } else {
+    cause = fmt::format(" (the cause is not known: {} is {}, {})", limit.front() == '`' ? limit : "the limit",
+                        "in force", buffers);
+  }
+  return fmt::format("Full-sync loop: {} in this capture ({} full syncs in all, {} dropped before online){}.", who,
+                     x.replica_syncs, x.dropped_syncs, cause);
+}
+
 }  // namespace
 
 std::vector<std::string> findings(const Report& r) {
   std::vector<Finding> f;
   const bool thp_always = r.system.thp_enabled == "always";
   const uint64_t forks = r.forks.size();
+
+  if (const auto& x = r.replication; x && !x->loops.empty()) f.push_back({-1, loop_finding(*x)});
+  if (const auto& x = r.replication; x && x->wasted_forks > 0)
+    f.push_back({1, fmt::format("{} full-sync fork{} served only replicas that were dropped before they came online "
+                                "(Redis then kills the child): wasted, {} copied on write for nothing.",
+                                x->wasted_forks, x->wasted_forks == 1 ? "" : "s",
+                                mib(static_cast<double>(x->wasted_copied_bytes) / 1024.0))});
 
   if (r.totals.dropped_events > 0)
     f.push_back({0, fmt::format("{} kernel events were dropped because the ring buffer was full: episode "

@@ -191,7 +191,11 @@ std::optional<proc::CgroupMemory> cgroup_from(const json& j, const char* key) {
   X(current_save_keys_processed) \
   X(rdb_last_cow_size) \
   X(aof_last_cow_size) \
-  X(repl_diskless_sync)
+  X(repl_diskless_sync) \
+  X(client_output_buffer_limit_disconnections) \
+  X(mem_total_replication_buffers) \
+  X(master_repl_offset) \
+  X(replica_output_buffer_max)
 // clang-format on
 
 ordered_json snapshot_json(const redis::Snapshot& s) {
@@ -200,6 +204,12 @@ ordered_json snapshot_json(const redis::Snapshot& s) {
   THPTRACE_SNAPSHOT_FIELDS(X)
 #undef X
   if (s.latency) j["latency"] = {{"calls", s.latency->calls}, {"cumulative", s.latency->cumulative}};
+  if (!s.replicas.empty()) {
+    j["replicas"] = ordered_json::array();
+    for (const auto& r : s.replicas)
+      j["replicas"].push_back(
+          {{"ip", r.ip}, {"port", r.port}, {"state", r.state}, {"offset", r.offset}, {"lag", r.lag}});
+  }
   return j;
 }
 
@@ -215,6 +225,16 @@ redis::Snapshot snapshot_from(const json& j) {
     for (size_t i = 0; i < h.cumulative.size() && i < c.size(); ++i) h.cumulative[i] = c.at(i).get<uint64_t>();
     s.latency = h;
   }
+  if (j.contains("replicas"))
+    for (const auto& x : j.at("replicas")) {
+      redis::ReplicaInfo r;
+      field_from(x, "ip", r.ip);
+      field_from(x, "port", r.port);
+      field_from(x, "state", r.state);
+      field_from(x, "offset", r.offset);
+      field_from(x, "lag", r.lag);
+      s.replicas.push_back(std::move(r));
+    }
   return s;
 }
 
@@ -261,11 +281,11 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
   j["timeline"] = ordered_json::array();
   for (const auto& s : in.timeline) j["timeline"].push_back(snapshot_json(s));
   if (in.facts)
-    j["facts"] = {{"version", in.facts->version},
-                  {"process_id", in.facts->process_id},
-                  {"disable_thp", in.facts->disable_thp},
-                  {"repl_diskless_sync", in.facts->repl_diskless_sync},
-                  {"executable", in.facts->executable}};
+    j["facts"] = {
+        {"version", in.facts->version},           {"process_id", in.facts->process_id},
+        {"disable_thp", in.facts->disable_thp},   {"repl_diskless_sync", in.facts->repl_diskless_sync},
+        {"executable", in.facts->executable},     {"client_output_buffer_limit", in.facts->client_output_buffer_limit},
+        {"repl_timeout", in.facts->repl_timeout}, {"repl_diskless_sync_delay", in.facts->repl_diskless_sync_delay}};
   else
     j["facts"] = nullptr;
   j["redis_error"] = in.redis_error;
@@ -319,9 +339,16 @@ CaptureInputs inputs_from_json(const json& j) {
   for (const auto& s : j.at("timeline")) in.timeline.push_back(snapshot_from(s));
   if (j.contains("facts") && !j.at("facts").is_null()) {
     const auto& f = j.at("facts");
-    in.facts = redis::ServerFacts{f.at("version").get<std::string>(), f.at("process_id").get<int64_t>(),
-                                  f.at("disable_thp").get<std::string>(), f.at("repl_diskless_sync").get<std::string>(),
-                                  f.at("executable").get<std::string>()};
+    in.facts = redis::ServerFacts{};
+    in.facts->version = f.at("version").get<std::string>();
+    in.facts->process_id = f.at("process_id").get<int64_t>();
+    in.facts->disable_thp = f.at("disable_thp").get<std::string>();
+    in.facts->repl_diskless_sync = f.at("repl_diskless_sync").get<std::string>();
+    in.facts->executable = f.at("executable").get<std::string>();
+    // Optional: recordings from before the replication figures.
+    in.facts->client_output_buffer_limit = f.value("client_output_buffer_limit", std::string());
+    in.facts->repl_timeout = f.value("repl_timeout", std::string());
+    in.facts->repl_diskless_sync_delay = f.value("repl_diskless_sync_delay", std::string());
   }
   in.redis_error = j.at("redis_error").get<std::string>();
   in.cgroup_start = cgroup_from(j, "cgroup_start");

@@ -28,8 +28,52 @@ ordered_json offset_ms(uint64_t ts_ns, uint64_t start_ns) {
   return (static_cast<double>(ts_ns) - static_cast<double>(start_ns)) / 1e6;
 }
 
+ordered_json replicas_json(const std::vector<correlate::ReplicaSync>& syncs, uint64_t start_ns) {
+  ordered_json out = ordered_json::array();
+  for (const auto& s : syncs) {
+    ordered_json states = ordered_json::array();
+    for (const auto& x : s.states)
+      states.push_back(
+          {{"state", x.state}, {"after_ms", static_cast<double>(x.first_seen_ns - s.first_seen_ns) / 1e6}});
+    out.push_back({{"address", s.address},
+                   {"joined", correlate::joined_name(s.joined)},
+                   {"wait_ms", opt(s.wait_ms)},
+                   {"first_seen_ms", offset_ms(s.first_seen_ns, start_ns)},
+                   {"last_seen_ms", offset_ms(s.last_seen_ns, start_ns)},
+                   {"states", std::move(states)},
+                   {"sync_ms", opt(s.sync_ms())},
+                   {"outcome", correlate::outcome_name(s.outcome)},
+                   {"offset", s.offset}});
+  }
+  return out;
+}
+
 std::string fmt_opt(const std::optional<double>& v, const char* spec) {
   return v ? fmt::format(fmt::runtime(spec), *v) : std::string("-");
+}
+
+// One replica's sync under its fork's row: how it got the fork, each state with the time since its
+// request, and how it ended.
+std::string replica_line(const correlate::ReplicaSync& s) {
+  std::string how;
+  switch (s.joined) {
+    case correlate::ReplicaSync::Joined::rode: how = "rode a fork in progress"; break;
+    case correlate::ReplicaSync::Joined::started: how = "its request started the fork"; break;
+    case correlate::ReplicaSync::Joined::waited:
+      how = fmt::format("waited {:.0f} ms for the fork", s.wait_ms.value_or(0));
+      break;
+    case correlate::ReplicaSync::Joined::unknown: how = "requested before the capture"; break;
+  }
+  std::string states;
+  for (const auto& x : s.states)
+    states += fmt::format("{}{} +{:.0f} ms", states.empty() ? "" : ", ", x.state,
+                          static_cast<double>(x.first_seen_ns - s.first_seen_ns) / 1e6);
+  std::string end;
+  if (s.outcome == correlate::ReplicaSync::Outcome::dropped)
+    end = fmt::format("; dropped after {:.0f} ms", static_cast<double>(s.last_seen_ns - s.first_seen_ns) / 1e6);
+  else if (s.outcome == correlate::ReplicaSync::Outcome::syncing)
+    end = "; still syncing at the end";
+  return fmt::format("           replica {} ({}): {}{}; offset {}", s.address, how, states, end, s.offset);
 }
 
 }  // namespace
@@ -79,7 +123,8 @@ ordered_json to_json(const Report& r) {
                       {"reclaim_stalls", e.reclaim_stalls},
                       {"reclaim_ms", e.reclaim_ms},
                       {"latency_during", latency_json(e.latency_during)},
-                      {"latency_before", latency_json(e.latency_before)}};
+                      {"latency_before", latency_json(e.latency_before)},
+                      {"replicas", replicas_json(e.replicas, r.start_monotonic_ns)}};
     forks.push_back(std::move(f));
   }
   j["forks"] = std::move(forks);
@@ -117,6 +162,30 @@ ordered_json to_json(const Report& r) {
                              {"peak_bytes", opt(c->peak_bytes)},
                              {"headroom_bytes", opt(c->headroom_bytes())},
                              {"oom_kills", c->oom_kills}};
+  if (const auto& x = r.replication) {
+    ordered_json loops = ordered_json::array();
+    for (const auto& l : x->loops)
+      loops.push_back({{"address", l.address}, {"syncs", l.syncs}, {"dropped", l.dropped}});
+    ordered_json limit = nullptr;
+    if (x->limit)
+      limit = {{"hard_bytes", x->limit->hard_bytes},
+               {"soft_bytes", x->limit->soft_bytes},
+               {"soft_seconds", x->limit->soft_seconds}};
+    j["replication"] = {{"full_syncs", x->full_syncs},
+                        {"replica_syncs", x->replica_syncs},
+                        {"dropped_syncs", x->dropped_syncs},
+                        {"output_buffer_limit_disconnections", opt(x->output_buffer_limit_disconnections)},
+                        {"replication_buffer_peak_bytes", x->replication_buffer_peak_bytes},
+                        {"replica_output_buffer_peak_bytes", opt(x->replica_output_buffer_peak_bytes)},
+                        {"replica_output_buffer_limit", std::move(limit)},
+                        {"repl_timeout_s", opt(x->repl_timeout_s)},
+                        {"stream_bytes_per_s", x->stream_bytes_per_s},
+                        {"loops", std::move(loops)},
+                        {"loop_cause", x->loop_cause},
+                        {"suggested_hard_limit_bytes", opt(x->suggested_hard_limit_bytes)},
+                        {"wasted_forks", x->wasted_forks},
+                        {"wasted_copied_bytes", x->wasted_copied_bytes}};
+  }
   j["findings"] = findings(r);
   return j;
 }
@@ -168,6 +237,23 @@ std::string to_text(const Report& r) {
                                     : std::string(),
                      c->oom_kills));
   }
+  if (const auto& x = r.replication) {
+    const auto mib = [](uint64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20)); };
+    std::string limit = "unknown";
+    if (x->limit)
+      limit = fmt::format("{} hard, {} soft for {} s", mib(x->limit->hard_bytes), mib(x->limit->soft_bytes),
+                          x->limit->soft_seconds);
+    line(fmt::format(
+        "replication: {} full syncs (INFO sync_full +{}), {} dropped before online; replica output "
+        "buffer limit {}; replication buffers peak {}{}{}",
+        x->replica_syncs, x->full_syncs, x->dropped_syncs, limit, mib(x->replication_buffer_peak_bytes),
+        x->replica_output_buffer_peak_bytes
+            ? fmt::format(", replica output buffer peak {}", mib(*x->replica_output_buffer_peak_bytes))
+            : std::string(),
+        x->output_buffer_limit_disconnections
+            ? fmt::format(", output buffer limit disconnections +{}", *x->output_buffer_limit_disconnections)
+            : std::string()));
+  }
   line("");
   line(fmt::format("forks: {}", r.forks.size()));
   if (!r.forks.empty()) {
@@ -187,6 +273,10 @@ std::string to_text(const Report& r) {
       if (e.fault_avg_ns)
         line(fmt::format("           COW fault handler: avg {:.0f} ns; huge-PMD faults {}", *e.fault_avg_ns,
                          e.huge_cow_faults));
+      for (size_t k = 0; k < e.replicas.size() && k < kReplicasShown; ++k) line(replica_line(e.replicas[k]));
+      if (e.replicas.size() > kReplicasShown)
+        line(fmt::format("           ... {} more replicas (the JSON report has them all)",
+                         e.replicas.size() - kReplicasShown));
     }
     const auto hidden = static_cast<size_t>(std::count(shown.begin(), shown.end(), false));
     if (hidden > 0)
@@ -265,6 +355,29 @@ std::optional<correlate::LatencyWindow> latency_from(const json& v) {
                                   v.at("max_us").get<double>()};
 }
 
+correlate::ReplicaSync replica_from(const json& x, uint64_t start_ns) {
+  correlate::ReplicaSync s;
+  s.address = x.at("address").get<std::string>();
+  const auto joined = x.at("joined").get<std::string>();
+  for (const auto j : {correlate::ReplicaSync::Joined::unknown, correlate::ReplicaSync::Joined::rode,
+                       correlate::ReplicaSync::Joined::started, correlate::ReplicaSync::Joined::waited})
+    if (joined == correlate::joined_name(j)) s.joined = j;
+  s.wait_ms = opt_from(x, "wait_ms");
+  s.first_seen_ns = ts_from(x.at("first_seen_ms"), start_ns);
+  for (const auto& st : x.at("states"))
+    s.states.push_back({st.at("state").get<std::string>(),
+                        s.first_seen_ns + static_cast<uint64_t>(std::llround(st.at("after_ms").get<double>() * 1e6))});
+  s.last_seen_ns = ts_from(x.at("last_seen_ms"), start_ns);
+  if (const auto ms = opt_from(x, "sync_ms"))
+    s.online_ns = s.first_seen_ns + static_cast<uint64_t>(std::llround(*ms * 1e6));
+  const auto outcome = x.at("outcome").get<std::string>();
+  for (const auto o : {correlate::ReplicaSync::Outcome::syncing, correlate::ReplicaSync::Outcome::online,
+                       correlate::ReplicaSync::Outcome::dropped})
+    if (outcome == correlate::outcome_name(o)) s.outcome = o;
+  s.offset = x.at("offset").get<int64_t>();
+  return s;
+}
+
 }  // namespace
 
 Report from_json(const nlohmann::json& j) {
@@ -324,6 +437,8 @@ Report from_json(const nlohmann::json& j) {
     e.reclaim_ms = f.at("reclaim_ms").get<double>();
     e.latency_during = latency_from(f.at("latency_during"));
     e.latency_before = latency_from(f.at("latency_before"));
+    if (f.contains("replicas"))  // optional in the schema: reports from before the replicas
+      for (const auto& x : f.at("replicas")) e.replicas.push_back(replica_from(x, r.start_monotonic_ns));
     r.forks.push_back(std::move(e));
   }
   const auto& t = j.at("totals");
@@ -354,6 +469,33 @@ Report from_json(const nlohmann::json& j) {
     RedisSection rs;
     rs.error = j.at("redis_error").get<std::string>();
     r.redis = rs;
+  }
+  // Optional in the schema: reports without replicas, or from before them.
+  if (j.contains("replication")) {
+    const auto& x = j.at("replication");
+    const auto u64 = [](const json& v) -> std::optional<uint64_t> {
+      return v.is_null() ? std::nullopt : std::optional(v.get<uint64_t>());
+    };
+    ReplicationSection rs;
+    rs.full_syncs = x.at("full_syncs").get<uint64_t>();
+    rs.replica_syncs = x.at("replica_syncs").get<uint64_t>();
+    rs.dropped_syncs = x.at("dropped_syncs").get<uint64_t>();
+    rs.output_buffer_limit_disconnections = u64(x.at("output_buffer_limit_disconnections"));
+    rs.replication_buffer_peak_bytes = x.at("replication_buffer_peak_bytes").get<uint64_t>();
+    rs.replica_output_buffer_peak_bytes = u64(x.at("replica_output_buffer_peak_bytes"));
+    if (const auto& l = x.at("replica_output_buffer_limit"); !l.is_null())
+      rs.limit = redis::OutputBufferLimit{l.at("hard_bytes").get<uint64_t>(), l.at("soft_bytes").get<uint64_t>(),
+                                          l.at("soft_seconds").get<uint64_t>()};
+    rs.repl_timeout_s = u64(x.at("repl_timeout_s"));
+    rs.stream_bytes_per_s = x.at("stream_bytes_per_s").get<double>();
+    for (const auto& l : x.at("loops"))
+      rs.loops.push_back(
+          {l.at("address").get<std::string>(), l.at("syncs").get<uint64_t>(), l.at("dropped").get<uint64_t>()});
+    rs.loop_cause = x.at("loop_cause").get<std::string>();
+    rs.suggested_hard_limit_bytes = u64(x.at("suggested_hard_limit_bytes"));
+    rs.wasted_forks = x.at("wasted_forks").get<uint64_t>();
+    rs.wasted_copied_bytes = x.at("wasted_copied_bytes").get<uint64_t>();
+    r.replication = rs;
   }
   // Optional in the schema: reports from before the memory figures.
   if (j.contains("memory")) {

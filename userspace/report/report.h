@@ -49,6 +49,30 @@ struct MemorySection {
   std::optional<uint64_t> mem_available_min_bytes;
   std::optional<CgroupSection> cgroup;
 };
+// The replicas' full syncs over the capture: how many, which replicas fell into the full-sync loop
+// (dropped and full-synced again), the buffers they used against the limit in force.
+struct ReplicaLoop {
+  std::string address;
+  uint64_t syncs = 0;    // full syncs of this replica in the capture
+  uint64_t dropped = 0;  // of which dropped before online
+};
+struct ReplicationSection {
+  uint64_t full_syncs = 0;                                     // INFO sync_full over the capture
+  uint64_t replica_syncs = 0;                                  // syncs seen in INFO replication
+  uint64_t dropped_syncs = 0;                                  // of which dropped before online
+  std::optional<uint64_t> output_buffer_limit_disconnections;  // INFO stats delta; nullopt when INFO lacks it
+  uint64_t replication_buffer_peak_bytes = 0;                  // mem_total_replication_buffers
+  std::optional<uint64_t> replica_output_buffer_peak_bytes;    // CLIENT LIST omem, polled during syncs
+  std::optional<redis::OutputBufferLimit> limit;               // client-output-buffer-limit replica
+  std::optional<uint64_t> repl_timeout_s;
+  double stream_bytes_per_s = 0;  // master_repl_offset's growth over the capture
+  std::vector<ReplicaLoop> loops;
+  std::string loop_cause;  // output_buffer_limit, repl_timeout, or unknown; "" without a loop
+  std::optional<uint64_t> suggested_hard_limit_bytes;  // a replica limit that would have held
+  uint64_t wasted_forks = 0;                           // full-sync forks every replica of which was dropped
+  uint64_t wasted_copied_bytes = 0;                    // what those forks copied on write
+};
+
 // A limit counts as close when the usage came within this share of it.
 inline constexpr double kHeadroomWarnShare = 0.20;
 
@@ -76,6 +100,7 @@ struct Report {
   correlate::Totals totals;
   std::optional<RedisSection> redis;  // set when --redis was given
   MemorySection memory;
+  std::optional<ReplicationSection> replication;  // set when a replica synced or sync_full grew
 };
 
 // The text report lists every fork while there are at most kForkTableRows; past that it keeps the
@@ -84,12 +109,19 @@ struct Report {
 inline constexpr size_t kForkTableRows = 20;
 inline constexpr size_t kWorstForksShown = 10;
 inline constexpr size_t kRecentForksShown = 5;
+// Replicas listed under a fork's row in the text report.
+inline constexpr size_t kReplicasShown = 5;
 // Which rows of the text report's fork table are printed, by index into forks.
 std::vector<bool> shown_forks(const std::vector<correlate::ForkEpisode>& forks);
 
 // The report of a capture from everything it collected: pure, so a recorded capture's report can be
 // computed again without privilege (tests/unit/golden_test.cpp).
 Report assemble(const CaptureInputs& inputs);
+// The replication section from the Redis timeline, the forks and the replicas' syncs; nullopt when
+// no replica synced and sync_full did not grow.
+std::optional<ReplicationSection> replication_of(const CaptureInputs& inputs,
+                                                 const std::vector<correlate::ForkEpisode>& forks,
+                                                 const std::vector<correlate::ReplicaSync>& syncs);
 
 std::vector<std::string> findings(const Report& r);
 // The JSON of the contract, and its one reader (bench reads captures with it): from_json(to_json(r))

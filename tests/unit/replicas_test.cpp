@@ -1,0 +1,165 @@
+// The replicas' syncs read from INFO replication polls, and the fork each one got: three replicas
+// on one disk fork, a replica that waits for the next fork, a replica dropped and synced again,
+// the parsers of the replica lines, CONFIG GET client-output-buffer-limit and CLIENT LIST.
+#include <gtest/gtest.h>
+
+#include "correlate/correlator.h"
+#include "correlate/replicas.h"
+#include "redis/parse.h"
+
+using namespace thptrace::correlate;
+using thptrace::redis::ReplicaInfo;
+using thptrace::redis::Snapshot;
+
+namespace {
+
+constexpr uint32_t kParent = 100;
+constexpr uint64_t kMs = 1'000'000;
+
+Snapshot poll(uint64_t ms, std::vector<ReplicaInfo> replicas) {
+  Snapshot s;
+  s.up = true;
+  s.ts_ns = ms * kMs;
+  s.sent_ns = s.ts_ns - kMs;
+  s.replicas = std::move(replicas);
+  return s;
+}
+
+ReplicaInfo rep(int port, const char* state, int64_t offset = 0) { return {"127.0.0.1", port, state, offset, 0}; }
+
+thptrace_episode episode(uint32_t child, uint64_t fork_ms, uint64_t exit_ms, uint32_t reason) {
+  thptrace_episode ep{};
+  ep.parent_tgid = kParent;
+  ep.child_pid = child;
+  ep.fork_ts_ns = fork_ms * kMs;
+  ep.exit_ts_ns = exit_ms * kMs;
+  ep.reason = reason;
+  return ep;
+}
+
+thptrace_event exit_ev(const thptrace_episode& ep) {
+  thptrace_event e{};
+  e.type = EV_CHILD_EXIT;
+  e.tgid = kParent;
+  e.child_pid = ep.child_pid;
+  e.ts_ns = ep.exit_ts_ns;
+  e.episode = ep;
+  return e;
+}
+
+}  // namespace
+
+TEST(Replicas, ThreeReplicasOnOneDiskFork) {
+  Correlator c(kParent);
+  // 6381 asks at ~150 ms and the fork starts at 160 ms; 6382 and 6383 ask a poll later and ride it.
+  c.on_snapshot(poll(100, {}));
+  c.on_snapshot(poll(200, {rep(6381, "wait_bgsave")}));
+  c.on_snapshot(poll(300, {rep(6381, "wait_bgsave"), rep(6382, "wait_bgsave"), rep(6383, "wait_bgsave")}));
+  c.on_event(exit_ev(episode(500, 160, 900, REASON_FULL_SYNC_DISK)));
+  c.on_snapshot(poll(1000, {rep(6381, "send_bulk"), rep(6382, "send_bulk"), rep(6383, "wait_bgsave")}));
+  c.on_snapshot(poll(1100, {rep(6381, "online", 5000), rep(6382, "send_bulk"), rep(6383, "send_bulk")}));
+  c.on_snapshot(poll(1200, {rep(6381, "online", 5000), rep(6382, "online", 5100), rep(6383, "online", 5200)}));
+  const auto forks = c.take_remaining(true);
+  ASSERT_EQ(forks.size(), 1u);
+  const auto& r = forks[0].replicas;
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].address, "127.0.0.1:6381");
+  EXPECT_EQ(r[0].joined, ReplicaSync::Joined::started);
+  EXPECT_EQ(r[1].joined, ReplicaSync::Joined::rode);
+  EXPECT_EQ(r[2].joined, ReplicaSync::Joined::rode);
+  for (const auto& s : r) {
+    EXPECT_EQ(s.outcome, ReplicaSync::Outcome::online);
+    EXPECT_EQ(s.child_pid, 500u);
+    ASSERT_TRUE(s.sync_ms());
+    EXPECT_GT(*s.sync_ms(), 0);
+    EXPECT_EQ(s.states.front().state, "wait_bgsave");
+    EXPECT_EQ(s.states.back().state, "online");
+    for (size_t i = 1; i < s.states.size(); ++i) EXPECT_GT(s.states[i].first_seen_ns, s.states[i - 1].first_seen_ns);
+  }
+  EXPECT_DOUBLE_EQ(*r[0].sync_ms(), 900.0);  // 200 ms to 1100 ms
+  EXPECT_EQ(r[2].states.size(), 3u);         // wait_bgsave, send_bulk, online
+  EXPECT_EQ(r[2].offset, 5200);
+}
+
+TEST(Replicas, AReplicaThatAsksDuringADisklessForkWaitsForTheNext) {
+  Correlator c(kParent);
+  c.on_snapshot(poll(100, {}));
+  c.on_event(exit_ev(episode(500, 150, 700, REASON_FULL_SYNC_DISKLESS)));
+  c.on_event(exit_ev(episode(501, 900, 1400, REASON_FULL_SYNC_DISKLESS)));
+  c.on_snapshot(poll(200, {rep(6381, "wait_bgsave")}));
+  c.on_snapshot(poll(300, {rep(6381, "wait_bgsave"), rep(6382, "wait_bgsave")}));
+  c.on_snapshot(poll(800, {rep(6381, "online"), rep(6382, "wait_bgsave")}));
+  c.on_snapshot(poll(1500, {rep(6381, "online"), rep(6382, "online")}));
+  const auto forks = c.take_remaining(true);
+  ASSERT_EQ(forks.size(), 2u);
+  ASSERT_EQ(forks[0].replicas.size(), 1u);
+  EXPECT_EQ(forks[0].replicas[0].address, "127.0.0.1:6381");
+  ASSERT_EQ(forks[1].replicas.size(), 1u);
+  EXPECT_EQ(forks[1].replicas[0].address, "127.0.0.1:6382");
+  EXPECT_EQ(forks[1].replicas[0].joined, ReplicaSync::Joined::waited);
+  EXPECT_DOUBLE_EQ(*forks[1].replicas[0].wait_ms, 600.0);
+}
+
+TEST(Replicas, ADroppedReplicaThatSyncsAgainIsTwoSyncs) {
+  Correlator c(kParent);
+  c.on_snapshot(poll(100, {rep(6380, "online")}));  // in sync before the capture: not a sync
+  c.on_event(exit_ev(episode(500, 150, 420, REASON_FULL_SYNC_DISKLESS)));
+  c.on_event(exit_ev(episode(501, 1150, 1300, REASON_FULL_SYNC_DISKLESS)));
+  c.on_snapshot(poll(200, {rep(6380, "online"), rep(6381, "wait_bgsave")}));
+  c.on_snapshot(poll(400, {rep(6380, "online"), rep(6381, "wait_bgsave")}));
+  c.on_snapshot(poll(500, {rep(6380, "online")}));  // dropped: its child was killed at 420 ms
+  c.on_snapshot(poll(1200, {rep(6380, "online"), rep(6381, "wait_bgsave")}));
+  c.on_snapshot(poll(1400, {rep(6380, "online"), rep(6381, "online")}));
+  const auto syncs = c.replica_syncs();
+  ASSERT_EQ(syncs.size(), 2u);
+  EXPECT_EQ(syncs[0].outcome, ReplicaSync::Outcome::dropped);
+  EXPECT_EQ(syncs[0].child_pid, 500u);
+  EXPECT_FALSE(syncs[0].sync_ms());
+  EXPECT_EQ(syncs[1].outcome, ReplicaSync::Outcome::online);
+  EXPECT_EQ(syncs[1].child_pid, 501u);
+  const auto finished = c.take_finished_replica_syncs();
+  EXPECT_EQ(finished.size(), 2u);
+  EXPECT_TRUE(c.take_finished_replica_syncs().empty());
+}
+
+TEST(Replicas, AnAofRewriteServesNoReplica) {
+  Correlator c(kParent);
+  c.on_snapshot(poll(100, {}));
+  c.on_event(exit_ev(episode(500, 150, 300, REASON_AOF_REWRITE)));
+  c.on_snapshot(poll(200, {rep(6381, "wait_bgsave")}));
+  c.on_snapshot(poll(400, {rep(6381, "wait_bgsave")}));
+  const auto forks = c.take_remaining(true);
+  ASSERT_EQ(forks.size(), 1u);
+  EXPECT_TRUE(forks[0].replicas.empty());
+}
+
+TEST(ReplicaParse, ReplicaLinesOfRedis7Redis8AndValkey8) {
+  const auto info = thptrace::redis::parse_info(
+      "# Replication\r\nrole:master\r\nconnected_slaves:3\r\n"
+      "slave0:ip=127.0.0.1,port=7001,state=online,offset=1234,lag=0\r\n"
+      "slave1:ip=127.0.0.1,port=7002,state=send_bulk_and_stream,offset=0,lag=3\r\n"
+      "slave2:ip=::1,port=7003,state=bg_transfer,offset=0,lag=1,type=main-replica\r\n");
+  const auto r = thptrace::redis::parse_replicas(info);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].address(), "127.0.0.1:7001");
+  EXPECT_EQ(r[0].offset, 1234);
+  EXPECT_EQ(r[1].state, "send_bulk_and_stream");
+  EXPECT_EQ(r[1].lag, 3);
+  EXPECT_EQ(r[2].state, "bg_transfer");
+}
+
+TEST(ReplicaParse, OutputBufferLimitAndClientListOmem) {
+  const auto l = thptrace::redis::parse_replica_output_buffer_limit(
+      "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60");
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->hard_bytes, 268435456u);
+  EXPECT_EQ(l->soft_bytes, 67108864u);
+  EXPECT_EQ(l->soft_seconds, 60u);
+  EXPECT_TRUE(thptrace::redis::parse_replica_output_buffer_limit("replica 1024 0 0"));
+  EXPECT_FALSE(thptrace::redis::parse_replica_output_buffer_limit("normal 0 0 0"));
+  EXPECT_FALSE(thptrace::redis::parse_replica_output_buffer_limit("slave x 0 0"));
+  EXPECT_EQ(thptrace::redis::max_client_omem("id=3 addr=x flags=S omem=10 tot-mem=1\n"
+                                             "id=4 addr=y flags=S omem=2048 tot-mem=1\n"),
+            2048u);
+  EXPECT_FALSE(thptrace::redis::max_client_omem(""));
+}
