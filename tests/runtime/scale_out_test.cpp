@@ -1,0 +1,182 @@
+// A scale-out captured with real replicas on loopback: three replicas attached at once to a loaded
+// primary (over disk and diskless), and a replica whose output buffer limit is too small for the
+// writes during its sync (the full-sync loop), then the same with the limit raised.
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "harness.h"
+#include "redis/parse.h"
+
+using namespace thptrace::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// SETs of 400 bytes from one connection until stopped.
+class WriteLoad {
+ public:
+  explicit WriteLoad(const RedisServer& r)
+      : thread_([this, &r] {
+          auto c = r.client();
+          uint64_t i = 0;
+          while (c && !stop_) c->command({"SET", "load:" + std::to_string(i++ % 50000), std::string(400, 'x')});
+        }) {}
+  ~WriteLoad() {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+void populate(const RedisServer& r, int steps) {
+  for (int i = 0; i < steps; ++i) r.cmd({"DEBUG", "POPULATE", "20000", "key" + std::to_string(i), "400"});
+}
+
+// The primary's replica lines as INFO shows them now.
+std::vector<thptrace::redis::ReplicaInfo> replicas_of(const RedisServer& primary) {
+  auto c = primary.client();
+  const auto text = c->info("replication");
+  return text ? thptrace::redis::parse_replicas(thptrace::redis::parse_info(*text))
+              : std::vector<thptrace::redis::ReplicaInfo>{};
+}
+
+bool all_online(const RedisServer& primary, size_t n) {
+  const auto r = replicas_of(primary);
+  return r.size() == n && std::all_of(r.begin(), r.end(), [](const auto& x) { return x.state == "online"; });
+}
+
+// A capture of the primary around body(); its JSON report.
+template <typename Body>
+nlohmann::json capture(const RedisServer& primary, Body body) {
+  const std::string dir = make_temp_dir("thptrace-scale-out-");
+  const std::string json = dir + "/report.json";
+  Process tracer(
+      {thptrace_bin(), "--pid", std::to_string(primary.pid()), "--redis", primary.address(), "--json", json});
+  EXPECT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
+  std::this_thread::sleep_for(300ms);
+  body();
+  std::this_thread::sleep_for(300ms);
+  tracer.signal(SIGINT);
+  EXPECT_EQ(tracer.wait(60s), 0) << tracer.err();
+  auto j = std::filesystem::exists(json) ? read_json(json) : nlohmann::json();
+  std::filesystem::remove_all(dir);
+  return j;
+}
+
+void three_replicas(bool diskless) {
+  REQUIRE_BPF();
+  RedisServer primary(
+      {"--repl-diskless-sync", diskless ? "yes" : "no", "--repl-diskless-sync-delay", diskless ? "2" : "0"});
+  populate(primary, 5);  // 100,000 keys of 400 bytes
+  std::set<std::string> addresses;
+  const auto report = capture(primary, [&] {
+    WriteLoad load(primary);
+    const std::vector<std::string> replica_of = {"--replicaof", "127.0.0.1", std::to_string(primary.port())};
+    RedisServer a(replica_of), b(replica_of), c(replica_of);
+    const auto until = std::chrono::steady_clock::now() + 45s;
+    while (!all_online(primary, 3) && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(50ms);
+    ASSERT_TRUE(all_online(primary, 3));
+    for (const auto& r : replicas_of(primary)) addresses.insert(r.address());
+    std::this_thread::sleep_for(300ms);
+  });
+  ASSERT_TRUE(report.is_object());
+  ASSERT_EQ(addresses.size(), 3u);
+  std::set<std::string> served;
+  size_t syncs = 0;
+  for (const auto& f : report["forks"]) {
+    if (f["replicas"].empty()) continue;
+    EXPECT_EQ(f["reason"], diskless ? "full_sync_diskless" : "full_sync_disk") << f.dump(2);
+    for (const auto& r : f["replicas"]) {
+      ++syncs;
+      served.insert(r["address"].get<std::string>());
+      EXPECT_EQ(r["outcome"], "online") << r.dump(2);
+      ASSERT_TRUE(r["sync_ms"].is_number()) << r.dump(2);
+      EXPECT_GT(r["sync_ms"].get<double>(), 0) << r.dump(2);
+      const auto& states = r["states"];
+      ASSERT_GE(states.size(), 2u) << r.dump(2);
+      EXPECT_EQ(states.front()["state"], "wait_bgsave") << r.dump(2);
+      EXPECT_EQ(states.back()["state"], "online") << r.dump(2);
+      for (size_t i = 1; i < states.size(); ++i)
+        EXPECT_GT(states[i]["after_ms"].get<double>(), states[i - 1]["after_ms"].get<double>()) << r.dump(2);
+      EXPECT_DOUBLE_EQ(states.back()["after_ms"].get<double>(), r["sync_ms"].get<double>());
+      EXPECT_NE(r["joined"], "unknown") << r.dump(2);
+    }
+  }
+  EXPECT_EQ(served, addresses) << report["forks"].dump(2);
+  EXPECT_EQ(syncs, 3u) << report["forks"].dump(2);
+  ASSERT_TRUE(report["replication"].is_object());
+  EXPECT_EQ(report["replication"]["full_syncs"], 3);
+  EXPECT_EQ(report["replication"]["dropped_syncs"], 0);
+  EXPECT_TRUE(report["replication"]["loops"].empty());
+  if (diskless) {  // repl-diskless-sync-delay 2: the replicas waited for the fork, batched into one
+    EXPECT_EQ(report["forks"].size(), 1u) << report["forks"].dump(2);
+    bool waited = false;
+    for (const auto& r : report["forks"][0]["replicas"]) waited = waited || r["joined"] == "waited";
+    EXPECT_TRUE(waited) << report["forks"].dump(2);
+  }
+}
+
+// One replica under write load, its output buffer limit `limit` ("replica HARD SOFT SECONDS"), for a
+// few seconds: the report, and the primary's own count of full syncs over it.
+nlohmann::json one_replica_under_load(const std::string& limit, int64_t* full_syncs, std::string* address) {
+  RedisServer primary(
+      {"--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0", "--client-output-buffer-limit", limit});
+  populate(primary, 10);  // 200,000 keys: the sync lasts long enough for the polls to see it
+  const int64_t before = std::stoll(primary.info_field("sync_full"));
+  auto report = capture(primary, [&] {
+    WriteLoad load(primary), load2(primary);
+    RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(primary.port())});
+    *address = "127.0.0.1:" + std::to_string(replica.port());
+    std::this_thread::sleep_for(6s);
+  });
+  *full_syncs = std::stoll(primary.info_field("sync_full")) - before;
+  return report;
+}
+
+}  // namespace
+
+TEST(ScaleOut, ThreeReplicasAtOnceOverDisk) { three_replicas(false); }
+TEST(ScaleOut, ThreeReplicasAtOnceDiskless) { three_replicas(true); }
+
+TEST(ScaleOut, TinyReplicaOutputBufferMakesAFullSyncLoop) {
+  REQUIRE_BPF();
+  int64_t full_syncs = 0;
+  std::string address;
+  const auto report = one_replica_under_load("replica 1mb 512kb 1", &full_syncs, &address);
+  ASSERT_TRUE(report.is_object());
+  ASSERT_GE(full_syncs, 2) << "the known answer: the primary dropped the replica and synced it again";
+  const auto& x = report["replication"];
+  ASSERT_TRUE(x.is_object()) << report.dump(2);
+  ASSERT_FALSE(x["loops"].empty()) << x.dump(2);
+  EXPECT_EQ(x["loops"][0]["address"], address);
+  EXPECT_GE(x["loops"][0]["syncs"].get<int>(), 2);
+  EXPECT_EQ(x["loop_cause"], "output_buffer_limit") << x.dump(2);
+  EXPECT_EQ(x["replica_output_buffer_limit"]["hard_bytes"], 1024 * 1024);
+  EXPECT_GT(x["suggested_hard_limit_bytes"].get<uint64_t>(), 1024u * 1024) << x.dump(2);
+  const auto first = report["findings"][0].get<std::string>();
+  EXPECT_NE(first.find("Full-sync loop"), std::string::npos) << first;
+  EXPECT_NE(first.find(address), std::string::npos) << first;
+  EXPECT_NE(first.find("client-output-buffer-limit replica 1mb 512kb 1"), std::string::npos) << first;
+}
+
+TEST(ScaleOut, RaisedReplicaOutputBufferMakesNoLoop) {
+  REQUIRE_BPF();
+  int64_t full_syncs = 0;
+  std::string address;
+  const auto report = one_replica_under_load("replica 512mb 256mb 60", &full_syncs, &address);
+  ASSERT_TRUE(report.is_object());
+  EXPECT_EQ(full_syncs, 1);
+  const auto& x = report["replication"];
+  ASSERT_TRUE(x.is_object()) << report.dump(2);
+  EXPECT_TRUE(x["loops"].empty()) << x.dump(2);
+  EXPECT_EQ(x["dropped_syncs"], 0);
+  for (const auto& f : report["findings"]) EXPECT_EQ(f.get<std::string>().find("Full-sync loop"), std::string::npos);
+}
