@@ -103,6 +103,14 @@ TEST(Daemon, CountsForksFollowsRestartsAndExitsClean) {
     RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(port)});
     EXPECT_EQ(d.wait_for(series("thptrace_forks_total", target, "full_sync_disk"), [](double v) { return v >= 1; }, 60s), 1);
     EXPECT_EQ(d.wait_for(series("thptrace_redis_sync_full_total", target), [](double v) { return v >= 1; }), 1);
+    // The replica's sync from INFO replication: online once, with its duration; its fork served it.
+    const std::string online = "thptrace_replica_syncs_total{outcome=\"online\",target=\"" + target + "\"}";
+    EXPECT_EQ(d.wait_for(online, [](double v) { return v >= 1; }), 1) << d.scrape();
+    s = d.scrape();
+    EXPECT_EQ(metric_value(s, "thptrace_replica_sync_duration_seconds_count{target=\"" + target + "\"}"), 1);
+    EXPECT_GT(metric_value(s, "thptrace_replica_sync_duration_seconds_sum{target=\"" + target + "\"}").value_or(0), 0);
+    EXPECT_EQ(metric_value(s, "thptrace_fork_replicas_sum{target=\"" + target + "\"}"), 1);
+    EXPECT_EQ(metric_value(s, "thptrace_full_sync_loop_repeats_total{target=\"" + target + "\"}"), 0);
   }
   s = d.scrape();
   EXPECT_EQ(metric_value(s, series("thptrace_forks_total", target, "bgsave")), 1);
