@@ -126,16 +126,16 @@ void Exporter::export_episode(Target& t, const correlate::ForkEpisode& e) {
 }
 
 void Exporter::export_replica_syncs(Target& t) {
-  // A repeat within this long of the drop is the loop going round; older drops are forgotten.
+  // A full sync within this long of the same replica's last one is the loop going round.
   constexpr uint64_t kLoopWindowNs = 3600ull * 1'000'000'000;
   for (const auto& s : t.correlator.take_finished_replica_syncs()) {
+    // A partial resync puts the replica online at once, without a fork: not a full sync.
+    const bool full = s.child_pid != 0 || s.states.front().state != "online";
+    if (!full) continue;
     const auto it = t.dropped_at.find(s.address);
     const bool repeat = it != t.dropped_at.end() && s.first_seen_ns <= it->second + kLoopWindowNs;
     metrics_.on_replica_sync(t.label, s, repeat);
-    if (s.outcome == correlate::ReplicaSync::Outcome::dropped)
-      t.dropped_at[s.address] = s.last_seen_ns;
-    else
-      t.dropped_at.erase(s.address);
+    t.dropped_at[s.address] = s.last_seen_ns;
     std::erase_if(t.dropped_at, [&](const auto& kv) { return kv.second + kLoopWindowNs < s.last_seen_ns; });
   }
 }

@@ -67,7 +67,7 @@ class Exporter {
     std::string label;
     correlate::Correlator correlator;
     thptrace_target last{};  // kernel counters already exported
-    // Replicas dropped before online, by address, with when: a later full sync of one is a repeat.
+    // The last full sync of each replica, by address, with when: a later one is a repeat.
     std::map<std::string, uint64_t> dropped_at{};
   };
   void export_replica_syncs(Target& t);

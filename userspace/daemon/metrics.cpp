@@ -121,8 +121,8 @@ Metrics::Metrics()
       sync_loop_repeats_(
           BuildCounter()
               .Name("thptrace_full_sync_loop_repeats_total")
-              .Help("Full syncs of a replica that had been dropped before online in the hour before: a full-sync "
-                    "loop going round.")
+              .Help("Full syncs of a replica that had already full-synced in the hour before (it was dropped, before "
+                    "or after online): a full-sync loop going round.")
               .Register(*registry_)),
       cow_faults_(BuildCounter()
                       .Name("thptrace_cow_faults_total")

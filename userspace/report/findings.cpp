@@ -29,8 +29,8 @@ std::string bytes_config(uint64_t b) {
 // force, what the buffers reached, and the limit that would have held.
 std::string loop_finding(const ReplicationSection& x) {
   const auto& worst = x.loops.front();
-  std::string who = fmt::format("replica {} was dropped {} time{} and full-synced {} times", worst.address,
-                                worst.dropped, worst.dropped == 1 ? "" : "s", worst.syncs);
+  std::string who = fmt::format("replica {} full-synced {} times in this capture ({} dropped before online)",
+                                worst.address, worst.syncs, worst.dropped);
   if (x.loops.size() > 1) who += fmt::format(" ({} more replicas likewise)", x.loops.size() - 1);
   std::string cause;
   const std::string limit =
@@ -65,8 +65,7 @@ std::string loop_finding(const ReplicationSection& x) {
     cause = fmt::format(" (the cause is not known: {} is {}, {})", limit.front() == '`' ? limit : "the limit",
                         "in force", buffers);
   }
-  return fmt::format("Full-sync loop: {} in this capture ({} full syncs in all, {} dropped before online){}.", who,
-                     x.replica_syncs, x.dropped_syncs, cause);
+  return fmt::format("Full-sync loop: {}{}.", who, cause);
 }
 
 }  // namespace

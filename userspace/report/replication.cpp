@@ -69,7 +69,7 @@ std::optional<ReplicationSection> replication_of(const CaptureInputs& in,
   }
   if (r.replica_syncs == 0 && r.full_syncs == 0) return std::nullopt;
   for (const auto& [address, l] : by_address)
-    if (l.syncs >= 2 && l.dropped >= 1) r.loops.push_back(l);
+    if (l.syncs >= 2) r.loops.push_back(l);  // disconnected and full-synced again
   std::sort(r.loops.begin(), r.loops.end(), [](const auto& a, const auto& b) { return a.syncs > b.syncs; });
 
   if (in.facts) {
