@@ -122,6 +122,21 @@ TEST(SyncLoop, OneSyncIsNoLoop) {
   for (const auto& f : report::findings(r)) EXPECT_EQ(f.find("Full-sync loop"), std::string::npos) << f;
 }
 
+TEST(SyncLoop, DisconnectionsByTheLimitWithoutASecondFullSyncAreAFinding) {
+  auto in = loop_inputs(1);
+  in.timeline.back().client_output_buffer_limit_disconnections = 2;  // came back with partial resyncs
+  const auto r = report::assemble(in);
+  ASSERT_TRUE(r.replication);
+  EXPECT_TRUE(r.replication->loops.empty());
+  bool found = false;
+  for (const auto& f : report::findings(r))
+    found = found || f.rfind(
+                         "Redis dropped a replica 2 times for overcoming its output buffer limit "
+                         "`client-output-buffer-limit replica 256kb 128kb 1`",
+                         0) == 0;
+  EXPECT_TRUE(found);
+}
+
 TEST(SyncLoop, WithoutTheCounterTheStreamDuringADroppedSyncNamesTheLimit) {
   auto in = loop_inputs(3);
   for (auto& s : in.timeline) {

@@ -76,6 +76,20 @@ std::vector<std::string> findings(const Report& r) {
   const uint64_t forks = r.forks.size();
 
   if (const auto& x = r.replication; x && !x->loops.empty()) f.push_back({-1, loop_finding(*x)});
+  // Disconnections by the limit without a second full sync: the replica came back with a partial
+  // resync (the backlog still held its offset), but each drop is a reconnect and a resend.
+  if (const auto& x = r.replication; x && x->loops.empty() && x->output_buffer_limit_disconnections.value_or(0) > 0)
+    f.push_back(
+        {1, fmt::format("Redis dropped a replica {} time{} for overcoming its output buffer limit{} (replica "
+                        "output buffer peak {}): the writes during a sync outgrow the limit; raise it.",
+                        *x->output_buffer_limit_disconnections, *x->output_buffer_limit_disconnections == 1 ? "" : "s",
+                        x->limit ? fmt::format(" `client-output-buffer-limit replica {} {} {}`",
+                                               bytes_config(x->limit->hard_bytes), bytes_config(x->limit->soft_bytes),
+                                               x->limit->soft_seconds)
+                                 : std::string(),
+                        x->replica_output_buffer_peak_bytes
+                            ? mib(static_cast<double>(*x->replica_output_buffer_peak_bytes) / 1024.0)
+                            : std::string("not seen"))});
   if (const auto& x = r.replication; x && x->wasted_forks > 0)
     f.push_back({1, fmt::format("{} full-sync fork{} served only replicas that were dropped before they came online "
                                 "(Redis then kills the child): wasted, {} copied on write for nothing.",
