@@ -163,6 +163,8 @@ TEST(Daemon, ReasonsFromInfoInFallbackMode) {
   Daemon d({"--redis", target, "--force-fallback"});
   ASSERT_EQ(d.wait_for(series("thptrace_redis_up", target), [](double v) { return v == 1; }), 1) << d.proc().err();
   EXPECT_EQ(metric_value(d.scrape(), "thptrace_probe_info{family=\"redis\",mode=\"info_polling\"}"), 1);
+  // Up is exported before the pid INFO gave is resolved and traced: a fork before that is not seen.
+  ASSERT_TRUE(d.wait_for(series("thptrace_rss_bytes", target), [](double v) { return v > 0; })) << d.proc().err();
   // An empty BGSAVE lives for a millisecond, between two INFO polls: the reason comes from the poll after.
   redis.cmd({"BGSAVE"});
   EXPECT_EQ(d.wait_for(series("thptrace_forks_total", target, "bgsave"), [](double v) { return v >= 1; }), 1)
@@ -170,3 +172,60 @@ TEST(Daemon, ReasonsFromInfoInFallbackMode) {
   d.proc().signal(SIGTERM);
   EXPECT_EQ(d.proc().wait(30s), 0) << d.proc().err();
 }
+
+// Polls slowly while no fork is in progress (the slowest idle cadence allowed), fast from the fork
+// event on: a BGSAVE, an AOF rewrite and a full sync are still each labelled right, with uprobes and
+// with reasons from INFO polling alone (--force-fallback). Short children too: an AOF rewrite of a
+// nearly empty dataset lives a millisecond, between two polls.
+class DaemonSlowIdle : public ::testing::TestWithParam<bool> {};
+
+TEST_P(DaemonSlowIdle, ReasonsStayRight) {
+  REQUIRE_BPF();
+  const bool info_only = GetParam();
+  const int port = free_port();
+  RedisServer redis({"--repl-diskless-sync", "no"}, port);
+  const std::string target = redis.address();
+  std::vector<std::string> args = {"--redis", target, "--poll-interval-ms", "100", "--idle-poll-interval-ms", "5000"};
+  if (info_only) args.emplace_back("--force-fallback");
+  Daemon d(args);
+  ASSERT_EQ(d.wait_for(series("thptrace_redis_up", target), [](double v) { return v == 1; }), 1) << d.proc().err();
+  const std::string mode = info_only ? "info_polling" : "uprobe";
+  EXPECT_EQ(metric_value(d.scrape(), "thptrace_probe_info{family=\"redis\",mode=\"" + mode + "\"}"), 1);
+  // Up is exported before the pid INFO gave is resolved and traced: a fork before that is not seen.
+  ASSERT_TRUE(d.wait_for(series("thptrace_rss_bytes", target), [](double v) { return v > 0; })) << d.proc().err();
+  const auto forks = [&](const std::string& reason) { return series("thptrace_forks_total", target, reason); };
+  const auto wait_count = [&](const std::string& reason, double n) {
+    return d.wait_for(
+        forks(reason), [n](double v) { return v >= n; }, 60s);
+  };
+  // Each fork is started right after an idle poll at the earliest: the wait covers a whole idle
+  // interval, so the fork lands anywhere in it.
+  redis.cmd({"SET", "a", "b"});
+  redis.cmd({"BGREWRITEAOF"});
+  EXPECT_EQ(wait_count("aof_rewrite", 1), 1) << d.scrape();
+  std::this_thread::sleep_for(2500ms);
+  redis.cmd({"BGSAVE"});
+  EXPECT_EQ(wait_count("bgsave", 1), 1) << d.scrape();
+  redis.cmd({"DEBUG", "POPULATE", "100000", "key", "400"});
+  std::this_thread::sleep_for(3700ms);
+  redis.cmd({"BGREWRITEAOF"});
+  EXPECT_EQ(wait_count("aof_rewrite", 2), 2) << d.scrape();
+  std::this_thread::sleep_for(1200ms);
+  redis.cmd({"BGSAVE"});
+  EXPECT_EQ(wait_count("bgsave", 2), 2) << d.scrape();
+  {
+    RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(port)});
+    EXPECT_EQ(wait_count("full_sync_disk", 1), 1) << d.scrape();
+  }
+  const std::string s = d.scrape();
+  EXPECT_EQ(metric_value(s, forks("bgsave")), 2);
+  EXPECT_EQ(metric_value(s, forks("aof_rewrite")), 2);
+  EXPECT_EQ(metric_value(s, forks("full_sync_disk")), 1);
+  EXPECT_EQ(metric_value(s, forks("unknown")), 0);
+  EXPECT_EQ(metric_value(s, forks("full_sync_diskless")), 0);
+  d.proc().signal(SIGTERM);
+  EXPECT_EQ(d.proc().wait(30s), 0) << d.proc().err();
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, DaemonSlowIdle, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "InfoOnly" : "Uprobes"; });

@@ -253,3 +253,41 @@ TEST(Correlator, AForgottenForkNoLongerPinsTheHistory) {
   EXPECT_GE(c.timeline().front().ts_ns, 24 * s);  // back to the last 5 s
   EXPECT_TRUE(c.take_remaining(true).empty());
 }
+
+// A child that lived between two polls: the first poll sent after its exit still shows it in
+// progress (Redis reaps it at its next cron tick), and names it when it is the only fork between.
+TEST(Correlator, ShortChildNamedByThePollAfterItsExit) {
+  auto poll = [](uint64_t sent, uint64_t ts, int64_t forks, bool rdb, bool aof) {
+    Snapshot s;
+    s.sent_ns = sent;
+    s.ts_ns = ts;
+    s.up = true;
+    s.total_forks = forks;
+    s.rdb_bgsave_in_progress = rdb;
+    s.aof_rewrite_in_progress = aof;
+    return s;
+  };
+  const std::vector<Snapshot> aof = {poll(90, 100, 3, false, false), poll(260, 270, 4, false, true)};
+  EXPECT_EQ(reason_from_redis(aof, 150, 250, "no"), Reason::aof_rewrite);
+  const std::vector<Snapshot> rdb = {poll(90, 100, 3, false, false), poll(260, 270, 4, true, false)};
+  EXPECT_EQ(reason_from_redis(rdb, 150, 250, "no"), Reason::bgsave);
+  // Reaped already: only the fork count moved, which is all the poll after can say.
+  const std::vector<Snapshot> reaped = {poll(90, 100, 3, false, false), poll(260, 270, 4, false, false)};
+  EXPECT_EQ(reason_from_redis(reaped, 150, 250, "no"), Reason::bgsave);
+  // Two forks between the polls: the state shown may be the next child's, so it names nothing.
+  const std::vector<Snapshot> two = {poll(90, 100, 3, false, false), poll(260, 270, 5, false, true)};
+  EXPECT_EQ(reason_from_redis(two, 150, 250, "no"), Reason::bgsave);
+  // Reaped already, Redis ≥ 7.0: the counter of AOF rewrites started moved.
+  auto rewrites = [&](const Snapshot& s, int64_t n) {
+    Snapshot x = s;
+    x.aof_rewrites = n;
+    return x;
+  };
+  const std::vector<Snapshot> counted = {rewrites(poll(90, 100, 3, false, false), 2),
+                                         rewrites(poll(260, 270, 4, false, false), 3)};
+  EXPECT_EQ(reason_from_redis(counted, 150, 250, "no"), Reason::aof_rewrite);
+  // A poll while the child lived decides; the one after is not read for its state.
+  const std::vector<Snapshot> seen = {poll(90, 100, 3, false, false), poll(160, 170, 4, true, false),
+                                      poll(260, 270, 4, false, true)};
+  EXPECT_EQ(reason_from_redis(seen, 150, 250, "no"), Reason::bgsave);
+}

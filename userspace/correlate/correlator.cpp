@@ -248,6 +248,7 @@ Reason reason_from_redis(const std::vector<redis::Snapshot>& timeline, uint64_t 
   // short child can live between two polls and leave only its counters behind).
   const redis::Snapshot* before = nullptr;
   const redis::Snapshot* after = nullptr;
+  bool during = false;
   bool aof = false, rdb = false, replica_waiting = false, diskless = repl_diskless_sync == "yes";
   for (const auto& s : timeline) {
     if (!s.up) continue;
@@ -259,6 +260,7 @@ Reason reason_from_redis(const std::vector<redis::Snapshot>& timeline, uint64_t 
       if (!after) after = &s;
       continue;
     }
+    during = true;
     // The setting in force when the child ran decides (it can change at run time).
     if (!s.repl_diskless_sync.empty()) diskless = s.repl_diskless_sync == "yes";
     aof = aof || s.aof_rewrite_in_progress;
@@ -267,6 +269,19 @@ Reason reason_from_redis(const std::vector<redis::Snapshot>& timeline, uint64_t 
     after = &s;
   }
   if (!before && !after) return Reason::unknown;
+  // A child that lived between two polls left no poll of its own. When exactly one fork happened
+  // between the polls around it, the counters of started saves and rewrites (Redis ≥ 7.0) that moved
+  // are this child's, and so is the state the first poll after its exit shows while Redis has not
+  // reaped it yet.
+  if (before && after && after->total_forks == before->total_forks + 1) {
+    aof = aof || after->aof_rewrites > before->aof_rewrites;
+    rdb = rdb || after->rdb_saves > before->rdb_saves;
+    if (!during) {
+      aof = aof || after->aof_rewrite_in_progress;
+      rdb = rdb || after->rdb_bgsave_in_progress;
+      if (!after->repl_diskless_sync.empty()) diskless = after->repl_diskless_sync == "yes";
+    }
+  }
   if (aof) return Reason::aof_rewrite;
   const bool full_sync = (before && after && after->sync_full > before->sync_full) || replica_waiting ||
                          (before && before->replica_waiting_bgsave);

@@ -124,19 +124,20 @@ Daemon::Target& Daemon::add_target(const std::string& label, std::vector<redis::
   if (pid) follow_pid(*t, pid);
   if (!routes.empty()) {
     Target* raw = t.get();
-    t->watcher = std::make_unique<redis::Watcher>(redis::Watcher::Options{
-        .address = routes.front().address,
-        .user = options_.redis_settings.user,
-        .password = credentials_.password,
-        .tls = routes.front().tls,
-        .netns_pid = netns_pid,
-        .more_routes = std::vector<redis::Route>(routes.begin() + 1, routes.end()),
-        .interval = std::chrono::milliseconds(options_.poll_interval_ms),
-        .keep_history = false,
-        .on_snapshot = [this, raw](const redis::Snapshot& s) {
-          std::lock_guard lock(inbox_mu_);
-          inbox_.emplace_back(raw, s);
-        }});
+    t->watcher = std::make_unique<redis::Watcher>(
+        redis::Watcher::Options{.address = routes.front().address,
+                                .user = options_.redis_settings.user,
+                                .password = credentials_.password,
+                                .tls = routes.front().tls,
+                                .netns_pid = netns_pid,
+                                .more_routes = std::vector<redis::Route>(routes.begin() + 1, routes.end()),
+                                .interval = std::chrono::milliseconds(options_.poll_interval_ms),
+                                .idle_interval = std::chrono::milliseconds(options_.idle_poll_interval_ms),
+                                .keep_history = false,
+                                .on_snapshot = [this, raw](const redis::Snapshot& s) {
+                                  std::lock_guard lock(inbox_mu_);
+                                  inbox_.emplace_back(raw, s);
+                                }});
   }
   targets_.push_back(std::move(t));
   return *targets_.back();
@@ -228,6 +229,10 @@ void Daemon::on_event(const thptrace_event& e) {
   Target* t = target_of(static_cast<pid_t>(e.tgid));
   if (!t) return;
   exporter_->on_event(t->id, e);
+  // Polls go slowly while no fork is in progress: a fork, a child's exit and the server's exit each
+  // get a poll at once (the reason of a fork without uprobes is read from the polls around it).
+  if (t->watcher && (e.type == EV_FORK || e.type == EV_CHILD_EXIT || e.type == EV_TARGET_EXIT))
+    t->watcher->wake(e.type != EV_TARGET_EXIT && !exporter_->open_children(t->id).empty());
   if (e.type == EV_TARGET_EXIT) {
     log::debug("{}: pid {} exited", t->label, t->pid);
     follow_pid(*t, 0);
@@ -242,6 +247,7 @@ void Daemon::housekeeping() {
   if (auto it = vm.find("thp_split_pmd"); it != vm.end()) h.thp_split_pmd = it->second;
   for (auto& t : targets_) {
     report_reachability(*t);
+    if (t->watcher) t->watcher->set_busy(t->pid && !exporter_->open_children(t->id).empty());
     if (t->pid && !proc::process_exists(t->pid)) follow_pid(*t, 0);
     if (!t->pid) continue;
     h.targets.push_back({t->id, tracer_->target(t->pid), proc::take_sample(t->pid)});

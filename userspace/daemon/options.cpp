@@ -20,10 +20,14 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
   po::options_description desc("thptrace daemon: Prometheus exporter of fork, COW and THP figures");
   desc.add_options()("help,h", "show this help")("config", po::value<std::string>(), "config file (INI: key = value)")(
       "listen", po::value<std::string>()->default_value("127.0.0.1:9966"), "HOST:PORT of the /metrics endpoint")(
-      "redis", po::value<std::vector<std::string>>()->composing(), "Redis HOST:PORT or unix:/PATH to watch (repeatable)")(
-      "pid", po::value<std::vector<int>>()->composing(), "process to watch without Redis (repeatable)")(
+      "redis", po::value<std::vector<std::string>>()->composing(),
+      "Redis HOST:PORT or unix:/PATH to watch (repeatable)")("pid", po::value<std::vector<int>>()->composing(),
+                                                             "process to watch without Redis (repeatable)")(
       "discover", po::value<bool>()->default_value(false)->implicit_value(true), "also watch every local redis-server")(
-      "poll-interval-ms", po::value<int>()->default_value(100), "Redis INFO poll interval, ms")(
+      "poll-interval-ms", po::value<int>()->default_value(100),
+      "Redis INFO poll interval while a fork is in progress, ms")(
+      "idle-poll-interval-ms", po::value<int>()->default_value(1000),
+      "Redis INFO poll interval while no fork is in progress, ms (a fork wakes the poller at once)")(
       "force-fallback", "use the fallback attach mode of every probe family")(
       "ringbuf-kb", po::value<size_t>()->default_value(256), "ring buffer size, KiB")(
       "max-targets", po::value<uint32_t>()->default_value(64), "processes traced at once (in-kernel map size)")(
@@ -71,6 +75,15 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
   o.poll_interval_ms = vm["poll-interval-ms"].as<int>();
   if (o.poll_interval_ms < 10 || o.poll_interval_ms > 60000)
     throw FatalError(kExitUsage, "--poll-interval-ms: expected 10 to 60000.");
+  // Unset, it follows a --poll-interval-ms above its default (a constant cadence).
+  o.idle_poll_interval_ms = vm["idle-poll-interval-ms"].defaulted()
+                                ? std::max(vm["idle-poll-interval-ms"].as<int>(), o.poll_interval_ms)
+                                : vm["idle-poll-interval-ms"].as<int>();
+  // At most 5 s: the INFO history the daemon keeps to name a fork reaches 5 s back from its fork
+  // (correlate/correlator.cpp), and the poll answered before the fork must still be in it.
+  if (o.idle_poll_interval_ms < o.poll_interval_ms ||
+      (o.idle_poll_interval_ms > 5000 && o.idle_poll_interval_ms != o.poll_interval_ms))
+    throw FatalError(kExitUsage, "--idle-poll-interval-ms: expected --poll-interval-ms to 5000.");
   o.force_fallback = vm.count("force-fallback") > 0;
   o.ringbuf_kb = vm["ringbuf-kb"].as<size_t>();
   if (o.ringbuf_kb < 4 || o.ringbuf_kb > 1024 * 1024) throw FatalError(kExitUsage, "--ringbuf-kb: expected 4 to 1048576.");

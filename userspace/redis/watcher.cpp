@@ -15,6 +15,8 @@ Snapshot snapshot_from_info(const InfoMap& info, uint64_t ts_ns) {
   s.total_forks = info_int(info, "total_forks").value_or(0);
   s.latest_fork_usec = info_int(info, "latest_fork_usec").value_or(0);
   s.sync_full = info_int(info, "sync_full").value_or(0);
+  s.rdb_saves = info_int(info, "rdb_saves").value_or(0);
+  s.aof_rewrites = info_int(info, "aof_rewrites").value_or(0);
   s.rdb_bgsave_in_progress = info_int(info, "rdb_bgsave_in_progress").value_or(0) != 0;
   s.aof_rewrite_in_progress = info_int(info, "aof_rewrite_in_progress").value_or(0) != 0;
   s.current_cow_size = info_int(info, "current_cow_size").value_or(0);
@@ -36,12 +38,19 @@ Snapshot snapshot_from_info(const InfoMap& info, uint64_t ts_ns) {
   return s;
 }
 
-Watcher::Watcher(Options options) : options_(std::move(options)), thread_([this] { run(); }) {}
+Watcher::Watcher(Options options)
+    : options_(std::move(options)),
+      cadence_(options_.interval, options_.idle_interval.count() ? options_.idle_interval : options_.interval),
+      thread_([this] { run(); }) {}
 
 Watcher::~Watcher() { stop(); }
 
 std::vector<Snapshot> Watcher::stop() {
-  stop_ = true;
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wakeup_.notify_all();
   if (thread_.joinable()) thread_.join();
   std::lock_guard lock(mu_);
   return history_;
@@ -75,6 +84,33 @@ void Watcher::set_credentials(std::string password, std::shared_ptr<const TlsCon
   for (auto& r : options_.more_routes)
     if (r.tls) r.tls = tls;
   reconnect_ = true;
+}
+
+void Watcher::wake(bool busy) {
+  {
+    std::lock_guard lock(mu_);
+    cadence_.wake(PollCadence::Clock::now(), busy);
+  }
+  wakeup_.notify_all();
+}
+
+void Watcher::set_busy(bool busy) {
+  {
+    std::lock_guard lock(mu_);
+    cadence_.set_busy(PollCadence::Clock::now(), busy);
+  }
+  wakeup_.notify_all();
+}
+
+void Watcher::wait_for_next_poll() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    const auto now = PollCadence::Clock::now();
+    const auto due = cadence_.next_due(now);
+    if (due <= now) return;
+    // Woken early by wake() (a fork: the due time moves closer) or by stop().
+    wakeup_.wait_until(lock, due);
+  }
 }
 
 std::string Watcher::route() const {
@@ -139,12 +175,10 @@ void Watcher::run() {
   auto backoff = options_.interval;
   const auto max_backoff = std::max(options_.interval, std::chrono::milliseconds(5000));
   auto sleep_for = [this](std::chrono::milliseconds d) {
-    const auto until = std::chrono::steady_clock::now() + d;
-    while (!stop_ && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::unique_lock lock(mu_);
+    wakeup_.wait_for(lock, d, [this] { return stop_.load(); });
   };
   while (!stop_) {
-    const auto started = std::chrono::steady_clock::now();
     {
       std::lock_guard lock(mu_);
       if (std::exchange(reconnect_, false)) client.reset();
@@ -188,6 +222,11 @@ void Watcher::run() {
         continue;
       }
     }
+    {
+      // Before poll_once takes the poll's sent time: a wake from here on gets a poll of its own.
+      std::lock_guard lock(mu_);
+      cadence_.on_sent(PollCadence::Clock::now());
+    }
     if (!poll_once(*client)) {
       up_ = false;
       std::lock_guard lock(mu_);
@@ -196,8 +235,7 @@ void Watcher::run() {
       continue;
     }
     up_ = true;
-    const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-    if (spent < options_.interval) sleep_for(options_.interval - spent);
+    wait_for_next_poll();
   }
 }
 

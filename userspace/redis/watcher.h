@@ -1,11 +1,12 @@
 #pragma once
-// Polls one Redis instance on its own thread (INFO and LATENCY HISTOGRAM, ≥ 10 Hz in a capture) and
-// keeps a timeline of snapshots on CLOCK_MONOTONIC, so forks seen in the kernel can be labelled
-// (when uprobes are unavailable) and their latency windows measured. Reconnects with backoff; a
-// Redis that is down is a state, not an error.
+// Polls one Redis instance on its own thread (INFO and LATENCY HISTOGRAM, ≥ 10 Hz in a capture; in the
+// daemon slowly until woken by a fork, see redis/cadence.h) and keeps a timeline of snapshots on CLOCK_MONOTONIC, so
+// forks seen in the kernel can be labelled (when uprobes are unavailable) and their latency windows measured.
+// Reconnects with backoff; a Redis that is down is a state, not an error.
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "redis/cadence.h"
 #include "redis/client.h"
 
 namespace thptrace::redis {
@@ -28,6 +30,8 @@ struct Snapshot {
   int64_t total_forks = 0;
   int64_t latest_fork_usec = 0;
   int64_t sync_full = 0;
+  int64_t rdb_saves = 0;     // Redis ≥ 7.0: RDB saves started (BGSAVE, a full sync to disk)
+  int64_t aof_rewrites = 0;  // Redis ≥ 7.0: AOF rewrites started
   bool rdb_bgsave_in_progress = false;
   bool aof_rewrite_in_progress = false;
   bool replica_waiting_bgsave = false;  // a replica in state wait_bgsave
@@ -81,6 +85,8 @@ class Watcher {
     // listeners of the same server); the first that answers is kept until its connection breaks.
     std::vector<Route> more_routes{};
     std::chrono::milliseconds interval{100};
+    // Between polls while no fork is in progress (wake() says when one is); 0: always `interval`.
+    std::chrono::milliseconds idle_interval{0};
     std::chrono::milliseconds timeout{1000};
     bool keep_history = true;
     std::function<void(const Snapshot&)> on_snapshot;  // called on the watcher thread
@@ -107,16 +113,25 @@ class Watcher {
   // New credentials (a rotated password, key or certificate): the next connection uses them, and
   // the current one is replaced at the next poll so a wrong new key shows at once.
   void set_credentials(std::string password, std::shared_ptr<const TlsContext> tls);
+  // The kernel reported a fork, a child's exit or the server's exit: a poll is sent at once (after
+  // the one in flight, if any). busy: whether a fork of the server is in progress from now on.
+  void wake(bool busy);
+  // The forks in progress as the daemon sees them once a second (no poll of its own).
+  void set_busy(bool busy);
 
  private:
   void run();
   bool poll_once(Client& client);
   // Tries every route in order; the client of the first that answers, else null and why in *error.
   std::unique_ptr<Client> connect_any(std::string* error);
+  // Sleeps until the cadence says the next poll is due (or stop).
+  void wait_for_next_poll();
 
   Options options_;
   std::atomic<bool> stop_{false};
   mutable std::mutex mu_;
+  std::condition_variable wakeup_;  // with mu_: stop, or a wake
+  PollCadence cadence_;             // under mu_
   std::vector<Snapshot> history_;
   std::optional<ServerFacts> facts_;
   std::optional<Snapshot> first_up_, last_up_;

@@ -203,6 +203,9 @@ ordered_json snapshot_json(const redis::Snapshot& s) {
 #define X(f) j[#f] = s.f;
   THPTRACE_SNAPSHOT_FIELDS(X)
 #undef X
+  // Counters added later: written when non-zero, so that older recordings read back the same.
+  if (s.rdb_saves) j["rdb_saves"] = s.rdb_saves;
+  if (s.aof_rewrites) j["aof_rewrites"] = s.aof_rewrites;
   if (s.latency) j["latency"] = {{"calls", s.latency->calls}, {"cumulative", s.latency->cumulative}};
   if (!s.replicas.empty()) {
     j["replicas"] = ordered_json::array();
@@ -218,6 +221,8 @@ redis::Snapshot snapshot_from(const json& j) {
 #define X(f) field_from(j, #f, s.f);
   THPTRACE_SNAPSHOT_FIELDS(X)
 #undef X
+  field_from(j, "rdb_saves", s.rdb_saves);
+  field_from(j, "aof_rewrites", s.aof_rewrites);
   if (j.contains("latency")) {
     redis::LatencyHistogram h;
     h.calls = j.at("latency").at("calls").get<uint64_t>();

@@ -1,0 +1,82 @@
+// The daemon's poll cadence (redis/cadence.h): slow while no fork is in progress, a poll at once on
+// each kernel report, fast while a fork lasts and for a short tail after it.
+#include <gtest/gtest.h>
+
+#include "redis/cadence.h"
+
+using thptrace::redis::PollCadence;
+using namespace std::chrono_literals;
+
+namespace {
+
+const PollCadence::Clock::time_point t0 = PollCadence::Clock::time_point{} + 1000s;
+
+}  // namespace
+
+TEST(PollCadence, FirstPollAtOnceThenIdle) {
+  PollCadence c(100ms, 1000ms);
+  EXPECT_EQ(c.next_due(t0), t0);
+  c.on_sent(t0);
+  EXPECT_EQ(c.next_due(t0 + 1ms), t0 + 1000ms);
+  EXPECT_EQ(c.interval(t0), 1000ms);
+}
+
+TEST(PollCadence, ForkWakesAtOnceAndPollsFastUntilTheExitAndTail) {
+  PollCadence c(100ms, 1000ms);
+  c.on_sent(t0);
+  // The fork event: a poll right away (the last one was long enough ago), then every 100 ms.
+  c.wake(t0 + 400ms, true);
+  EXPECT_TRUE(c.busy());
+  EXPECT_LE(c.next_due(t0 + 400ms), t0 + 400ms);
+  c.on_sent(t0 + 400ms);
+  EXPECT_FALSE(c.woken());
+  EXPECT_EQ(c.next_due(t0 + 401ms), t0 + 500ms);
+  c.on_sent(t0 + 500ms);
+  // The child's exit: one poll at once, then fast for the tail, then idle again.
+  c.wake(t0 + 530ms, false);
+  EXPECT_FALSE(c.busy());
+  EXPECT_LE(c.next_due(t0 + 530ms), t0 + 530ms);
+  c.on_sent(t0 + 530ms);
+  EXPECT_EQ(c.next_due(t0 + 531ms), t0 + 630ms);
+  const auto after_tail = t0 + 530ms + PollCadence::kTail + 1ms;
+  c.on_sent(after_tail - 50ms);
+  EXPECT_EQ(c.next_due(after_tail), after_tail - 50ms + 1000ms);
+}
+
+TEST(PollCadence, AWakeDuringAPollGetsAPollOfItsOwnNoSoonerThanTheMinimumGap) {
+  PollCadence c(100ms, 1000ms);
+  c.on_sent(t0);
+  // The exit is reported while the poll sent at t0 is in flight: that poll was sent before the
+  // exit, so another one follows, kMinGap after it.
+  c.wake(t0 + 1ms, false);
+  EXPECT_EQ(c.next_due(t0 + 1ms), t0 + PollCadence::kMinGap);
+  // A storm of wakes gives one poll per kMinGap, not a busy loop.
+  for (int i = 0; i < 100; ++i) c.wake(t0 + 2ms, true);
+  EXPECT_EQ(c.next_due(t0 + 2ms), t0 + PollCadence::kMinGap);
+}
+
+TEST(PollCadence, BusySetByTheDaemonSpeedsUpAnIdleWait) {
+  PollCadence c(100ms, 1000ms);
+  c.on_sent(t0);
+  // A fork the daemon learnt of without an event of its own (housekeeping): no extra poll, but the
+  // wait already begun is cut to the fast interval.
+  c.set_busy(t0 + 10ms, true);
+  EXPECT_FALSE(c.woken());
+  EXPECT_EQ(c.next_due(t0 + 10ms), t0 + 100ms);
+  // An exit record lost and the fork forgotten: fast for the tail, then idle.
+  c.set_busy(t0 + 200ms, false);
+  EXPECT_EQ(c.interval(t0 + 300ms), 100ms);
+  EXPECT_EQ(c.interval(t0 + 200ms + PollCadence::kTail), 1000ms);
+}
+
+TEST(PollCadence, IdleEqualToFastIsAConstantCadence) {
+  PollCadence c(100ms, 100ms);
+  c.on_sent(t0);
+  EXPECT_EQ(c.next_due(t0), t0 + 100ms);
+  c.set_busy(t0, true);
+  EXPECT_EQ(c.next_due(t0), t0 + 100ms);
+  // An idle interval below the fast one is taken as the fast one.
+  PollCadence d(100ms, 10ms);
+  d.on_sent(t0);
+  EXPECT_EQ(d.next_due(t0), t0 + 100ms);
+}
