@@ -69,11 +69,11 @@ value() {  # value SCRAPE_FILE SERIES
 }
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
-# run LABEL ARGS...: one daemon configuration; prints one result line.
+# run LABEL BINARY [DAEMON FLAGS...]: one daemon configuration; prints one result line.
 run() {
-  local label=$1
-  shift
-  "$@" daemon --discover --listen "127.0.0.1:$metrics_port" 2>"$work/daemon-$label.log" &
+  local label=$1 binary=$2
+  shift 2
+  "$binary" daemon --discover --listen "127.0.0.1:$metrics_port" "$@" 2>"$work/daemon-$label.log" &
   daemon_pid=$!
   # Every server of ours reachable and its pid resolved.
   local up=0
