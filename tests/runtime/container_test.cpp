@@ -7,7 +7,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "container_harness.h"
@@ -175,4 +177,77 @@ TEST(Containers, DiscoveryReachesContainersByTheirTitlesAddress) {
   EXPECT_EQ(n, 1) << daemon.err();
   daemon.signal(SIGTERM);
   EXPECT_EQ(daemon.wait(30s), 0) << daemon.err();
+}
+
+// The daemon's own image (scripts/container-image.sh thptrace) run with the settings of
+// deploy/kubernetes/daemonset.yaml: host PID namespace, its own network namespace, uid 0 with only
+// BPF, PERFMON, SYS_PTRACE and DAC_READ_SEARCH, no privilege escalation, a read-only root, /sys/kernel/btf
+// and the THP sysfs directory mounted read-only, its default command (daemon --discover --listen
+// 0.0.0.0:9966). podman's default seccomp profile (Debian 12) allows bpf() and perf_event_open() only
+// with CAP_SYS_ADMIN, so, as the DaemonSet's notes say for such runtimes, a local profile allows them.
+TEST(Containers, DaemonFromItsImageWithTheDaemonSetSettings) {
+  REQUIRE_BPF();
+  REQUIRE_PODMAN();
+  const std::string bin = thptrace_bin();
+  const std::string image = container_image("thptrace", bin.substr(0, bin.rfind('/')));
+  RedisContainer redis(RedisContainer::Network::bridge);
+  redis.cmd({"DEBUG", "POPULATE", "20000", "key", "100"});
+  const std::string dir = make_temp_dir("thptrace-seccomp-");
+  {
+    auto profile = read_json("/usr/share/containers/seccomp.json");
+    for (auto& rule : profile["syscalls"]) {
+      auto& names = rule["names"];
+      names.erase(std::remove_if(names.begin(), names.end(), [](const nlohmann::json& n) {
+        return n == "bpf" || n == "perf_event_open";
+      }), names.end());
+    }
+    profile["syscalls"].push_back({{"names", {"bpf", "perf_event_open"}}, {"action", "SCMP_ACT_ALLOW"}});
+    std::ofstream(dir + "/seccomp.json") << profile.dump();
+  }
+  const int port = free_port();
+  const std::string name = container_name();
+  struct Remove {
+    std::string name, dir;
+    ~Remove() {
+      try {
+        podman({"rm", "-f", "-t", "5", name});
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+      }
+      std::filesystem::remove_all(dir);
+    }
+  } remove{name, dir};
+  podman({"run", "-d", "--name", name, "--pid", "host", "--cap-drop", "ALL", "--cap-add",
+          "BPF,PERFMON,SYS_PTRACE,DAC_READ_SEARCH", "--security-opt", "no-new-privileges", "--security-opt",
+          "seccomp=" + dir + "/seccomp.json", "--read-only", "-v", "/sys/kernel/btf:/sys/kernel/btf:ro", "-v",
+          "/sys/kernel/mm/transparent_hugepage:/sys/kernel/mm/transparent_hugepage:ro", "-p",
+          "127.0.0.1:" + std::to_string(port) + ":9966", "--ulimit", "nofile=20000:20000", "--ulimit",
+          "nproc=4096:4096", image});
+  const auto logs = [&] {
+    try {
+      Process p(podman_argv({"logs", name}));
+      p.wait(30s);
+      return p.out() + p.err();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+  };
+  // Discovery labels the Redis container by its bridge address, which the daemon's own network
+  // namespace reaches.
+  const std::string target = redis.bridge_ip() + ":6379";
+  const auto wait_metric = [&](const std::string& series, double want) {
+    const auto until = std::chrono::steady_clock::now() + 60s;
+    std::optional<double> v;
+    while (std::chrono::steady_clock::now() < until &&
+           (v = metric_value(http_get(port, "/metrics").value_or(""), series)) != want)
+      std::this_thread::sleep_for(200ms);
+    return v;
+  };
+  ASSERT_EQ(wait_metric("thptrace_redis_up{target=\"" + target + "\"}", 1), 1) << logs();
+  std::this_thread::sleep_for(1s);
+  redis.cmd({"BGSAVE"});
+  EXPECT_EQ(wait_metric("thptrace_forks_total{reason=\"bgsave\",target=\"" + target + "\"}", 1), 1) << logs();
+  const std::string scrape = http_get(port, "/metrics").value_or("");
+  EXPECT_EQ(metric_value(scrape, "thptrace_probe_info{family=\"fork\",mode=\"tp_btf\"}"), 1) << scrape;
+  EXPECT_GT(metric_value(scrape, "thptrace_rss_bytes{target=\"" + target + "\"}").value_or(0), 1e6) << scrape;
 }
