@@ -1,6 +1,9 @@
 #include "proc/cgroup.h"
 
 #include <charconv>
+#include <map>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "proc/proc.h"
@@ -119,20 +122,67 @@ uint64_t parse_oom_kills(std::string_view text) {
   return 0;
 }
 
+namespace {
+
+// memory_cgroup_dir() of each cgroup seen, so that a sample reads /proc/self/mountinfo (hundreds of
+// lines on a container host) once per cgroup, not once per target per sample. An entry is dropped
+// when its directory stops answering (the cgroup removed, the hierarchy remounted).
+class CgroupDirs {
+ public:
+  std::optional<std::string> find(const CgroupRef& ref) {
+    std::lock_guard lock(mu_);
+    const auto it = dirs_.find({ref.version, ref.path});
+    if (it != dirs_.end()) return it->second;
+    return std::nullopt;
+  }
+  std::optional<std::string> resolve(const CgroupRef& ref) {
+    const auto mounts = read_file("/proc/self/mountinfo", 1 << 20);
+    if (!mounts) return std::nullopt;
+    auto dir = memory_cgroup_dir(*mounts, ref);
+    if (!dir) return std::nullopt;
+    std::lock_guard lock(mu_);
+    if (dirs_.size() >= kMaxEntries) dirs_.clear();  // cgroups of processes long gone
+    dirs_[{ref.version, ref.path}] = *dir;
+    return dir;
+  }
+  void forget(const CgroupRef& ref) {
+    std::lock_guard lock(mu_);
+    dirs_.erase({ref.version, ref.path});
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 1024;
+  std::mutex mu_;
+  std::map<std::pair<int, std::string>, std::string> dirs_;
+};
+
+CgroupDirs& cgroup_dirs() {
+  static CgroupDirs dirs;
+  return dirs;
+}
+
+}  // namespace
+
 std::optional<CgroupMemory> read_memory_cgroup(pid_t pid) {
   const auto cg = read_file("/proc/" + std::to_string(pid) + "/cgroup", 1 << 16);
-  const auto mounts = read_file("/proc/self/mountinfo", 1 << 20);
-  if (!cg || !mounts) return std::nullopt;
+  if (!cg) return std::nullopt;
   const auto ref = parse_memory_cgroup(*cg);
   if (!ref) return std::nullopt;
-  const auto dir = memory_cgroup_dir(*mounts, *ref);
-  if (!dir) return std::nullopt;
+  const bool v1 = ref->version == 1;
+  const char* usage_file = v1 ? "/memory.usage_in_bytes" : "/memory.current";
+  std::optional<std::string> dir = cgroup_dirs().find(*ref);
+  std::optional<uint64_t> usage;
+  if (dir) usage = read_u64(*dir + usage_file);
+  if (!usage) {
+    if (dir) cgroup_dirs().forget(*ref);
+    dir = cgroup_dirs().resolve(*ref);
+    if (!dir) return std::nullopt;
+    usage = read_u64(*dir + usage_file);
+    if (!usage) return std::nullopt;  // no memory controller in this cgroup
+  }
   CgroupMemory m;
   m.version = ref->version;
   m.dir = *dir;
-  const bool v1 = ref->version == 1;
-  const auto usage = read_u64(*dir + (v1 ? "/memory.usage_in_bytes" : "/memory.current"));
-  if (!usage) return std::nullopt;  // no memory controller in this cgroup
   m.usage_bytes = *usage;
   if (const auto t = read_file(*dir + (v1 ? "/memory.limit_in_bytes" : "/memory.max"), 4096))
     m.limit_bytes = parse_memory_limit(*t);
