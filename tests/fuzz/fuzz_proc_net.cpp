@@ -1,5 +1,5 @@
-// /proc/PID/net/{tcp,tcp6,unix} as --discover reads them: proc::parse_tcp_listeners and
-// proc::parse_unix_listeners. The first byte picks the table.
+// /proc/PID/net/{tcp,tcp6,unix,fib_trie} as --discover reads them: proc::parse_tcp_listeners,
+// proc::parse_unix_listeners and proc::parse_local_ipv4. The first byte picks the table.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -11,14 +11,22 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
     case 0:
     case 1:
-      for (const auto& l : thptrace::proc::parse_tcp_listeners(text, data[0] % 3 == 1)) {
+      for (const auto& l : thptrace::proc::parse_tcp_listeners(text, data[0] % 4 == 1)) {
         FUZZ_CHECK(l.port >= 1 && l.port <= 65535);
         // Every listener turns into an address that --redis would accept.
         const auto a = thptrace::redis::parse_address(thptrace::redis::Address{l.ip, l.port}.str());
         FUZZ_CHECK(a && a->host == l.ip && a->port == l.port);
+      }
+      break;
+    case 3:
+      for (const auto& ip : thptrace::proc::parse_local_ipv4(text)) {
+        // An IPv4 address of our own, never loopback, usable as --redis's host.
+        FUZZ_CHECK(!ip.empty() && ip.rfind("127.", 0) != 0);
+        const auto a = thptrace::redis::parse_address(ip + ":6379");
+        FUZZ_CHECK(a && a->host == ip);
       }
       break;
     default:

@@ -125,5 +125,63 @@ TEST(Discovery, LabelsWithoutATitleAddress) {
   EXPECT_EQ(from_title.routes[0].address.str(), "127.0.0.1:7000");
 }
 
+// A container whose network namespace the daemon cannot enter (no CAP_SYS_ADMIN): its TCP
+// listeners are reached from outside by its own addresses; its loopback is out of reach; its unix
+// socket still is (through /proc/PID/root, which needs no setns).
+TEST(Discovery, ANamespaceThatCannotBeEnteredIsReachedByItsOwnAddresses) {
+  proc::Listeners l;
+  l.tcp = {{"0.0.0.0", 6379, 1}, {"127.0.0.1", 6380, 2}, {"10.88.0.7", 7000, 3}};
+  l.unix_sockets = {{"/run/redis.sock", 4}};
+  const std::vector<std::string> ips = {"10.88.0.7", "192.0.2.9"};
+  const auto d = daemon::plan_routes(l, "127.0.0.1:6379", nullptr, &ips);
+  std::vector<std::string> order;
+  for (const auto& r : d.routes) order.push_back(r.address.str() + (r.outside ? " outside" : ""));
+  EXPECT_EQ(order, (std::vector<std::string>{"unix:/run/redis.sock", "10.88.0.7:6379 outside",
+                                             "192.0.2.9:6379 outside", "10.88.0.7:7000 outside"}));
+  EXPECT_EQ(d.label, "10.88.0.7:6379") << "not the title's loopback address, which we cannot reach";
+  // Loopback only: nothing reaches it from outside, and the title's address is not tried either.
+  proc::Listeners lo;
+  lo.tcp = {{"127.0.0.1", 6379, 1}};
+  const auto none = daemon::plan_routes(lo, "127.0.0.1:6379", nullptr, &ips);
+  EXPECT_TRUE(none.routes.empty());
+  EXPECT_EQ(none.label, "redis-server");
+}
+
+TEST(Discovery, LocalAddressesFromFibTrie) {
+  // /proc/net/fib_trie of a podman bridge container (abridged): each address appears in the Main and
+  // the Local table; the network and broadcast leaves are not the interface's own.
+  constexpr std::string_view kFibTrie = R"(Main:
+  +-- 0.0.0.0/0 3 0 5
+     |-- 0.0.0.0
+        /0 universe UNICAST
+     +-- 10.88.0.0/16 2 0 2
+        +-- 10.88.0.0/28 2 0 2
+           |-- 10.88.0.0
+              /16 link UNICAST
+           |-- 10.88.0.7
+              /32 host LOCAL
+        |-- 10.88.255.255
+           /32 link BROADCAST
+     +-- 127.0.0.0/8 2 0 2
+        +-- 127.0.0.0/31 1 0 0
+           |-- 127.0.0.0
+              /8 host LOCAL
+           |-- 127.0.0.1
+              /32 host LOCAL
+Local:
+  +-- 0.0.0.0/0 3 0 5
+     |-- 10.88.0.7
+        /32 host LOCAL
+     |-- 192.0.2.9
+        /24 link UNICAST
+        /32 host LOCAL
+     |-- garbage
+        /32 host LOCAL
+)";
+  EXPECT_EQ(proc::parse_local_ipv4(kFibTrie), (std::vector<std::string>{"10.88.0.7", "192.0.2.9"}));
+  EXPECT_TRUE(proc::parse_local_ipv4("").empty());
+  EXPECT_TRUE(proc::parse_local_ipv4("/32 host LOCAL\n").empty());
+}
+
 }  // namespace
 }  // namespace thptrace

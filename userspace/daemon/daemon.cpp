@@ -130,6 +130,7 @@ Daemon::Target& Daemon::add_target(const std::string& label, std::vector<redis::
                                 .password = credentials_.password,
                                 .tls = routes.front().tls,
                                 .netns_pid = netns_pid,
+                                .outside = routes.front().outside,
                                 .more_routes = std::vector<redis::Route>(routes.begin() + 1, routes.end()),
                                 .interval = std::chrono::milliseconds(options_.poll_interval_ms),
                                 .idle_interval = std::chrono::milliseconds(options_.idle_poll_interval_ms),
@@ -169,7 +170,7 @@ void Daemon::resolve(Target& t, int64_t process_id) {
                                                                      .password = credentials_.password,
                                                                      .timeout = std::chrono::milliseconds(2000),
                                                                      .tls = tcp->tls,
-                                                                     .netns_pid = t.netns_pid});
+                                                                     .netns_pid = tcp->outside ? 0 : t.netns_pid});
   if (!found.pid && process_id > 0) {
     // A unix socket only, or the socket tables said nothing: process_id is the server's pid when it
     // is a process of our own PID namespace (NSpid has that one entry).
@@ -270,6 +271,10 @@ void Daemon::discover() {
     if (known) continue;
     std::string routes;
     for (const auto& r : found.routes) routes += (routes.empty() ? "" : ", ") + r.address.str() + (r.tls ? " (TLS)" : "");
+    if (!found.netns_refused.empty())
+      log::warn("redis-server pid {} listens in a network namespace this daemon cannot enter (setns: {}; it needs "
+                "CAP_SYS_ADMIN): reaching it from outside, by {}",
+                pid, found.netns_refused, routes.empty() ? "no address (it listens on loopback only)" : routes);
     log::debug("discovered redis-server pid {} as {}; reaching it by {}", pid, found.label, routes.empty() ? "nothing" : routes);
     add_target(found.label, std::move(found.routes), pid, true, found.netns_pid);
   }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "redis/transport.h"
+
 namespace thptrace::daemon {
 namespace {
 
@@ -17,7 +19,7 @@ std::string reachable_ip(const std::string& ip) {
 }  // namespace
 
 DiscoveredServer plan_routes(const proc::Listeners& listeners, const std::string& title_address,
-                             std::shared_ptr<const redis::TlsContext> tls) {
+                             std::shared_ptr<const redis::TlsContext> tls, const std::vector<std::string>* outside_ips) {
   DiscoveredServer out;
   for (const auto& u : listeners.unix_sockets) {
     redis::Address a;
@@ -26,10 +28,18 @@ DiscoveredServer plan_routes(const proc::Listeners& listeners, const std::string
   }
   const auto title = redis::parse_address(title_address);
   std::vector<redis::Address> tcp;
-  for (const auto& l : listeners.tcp) {
-    redis::Address a{reachable_ip(l.ip), l.port, ""};
+  const auto add = [&](const redis::Address& a) {
     if (std::none_of(tcp.begin(), tcp.end(), [&](const auto& b) { return b.host == a.host && b.port == a.port; }))
       tcp.push_back(a);
+  };
+  for (const auto& l : listeners.tcp) {
+    if (!outside_ips) {
+      add({reachable_ip(l.ip), l.port, ""});
+    } else if (l.ip == "0.0.0.0" || l.ip == "::") {
+      for (const auto& ip : *outside_ips) add({ip, l.port, ""});
+    } else if (!is_loopback(l.ip)) {
+      add({l.ip, l.port, ""});
+    }
   }
   // Loopback first, IPv4 before IPv6, the title's port before the others (a cluster bus port is
   // another listener, and not Redis's protocol), then by port.
@@ -40,15 +50,18 @@ DiscoveredServer plan_routes(const proc::Listeners& listeners, const std::string
     };
     return rank(a) < rank(b);
   });
-  for (const auto& a : tcp) out.routes.push_back({a, nullptr});
+  const bool outside = outside_ips != nullptr;
+  for (const auto& a : tcp) out.routes.push_back({a, nullptr, outside});
   if (tls)
-    for (const auto& a : tcp) out.routes.push_back({a, tls});
+    for (const auto& a : tcp) out.routes.push_back({a, tls, outside});
   // No listener found (its /proc unreadable): the title's address, as before discovery read sockets.
-  if (out.routes.empty() && title) {
+  if (out.routes.empty() && title && !outside) {
     out.routes.push_back({*title, nullptr});
     if (tls) out.routes.push_back({*title, tls});
   }
-  if (title) out.label = title->str();
+  const auto first_tcp = std::find_if(out.routes.begin(), out.routes.end(), [](const auto& r) { return r.outside; });
+  if (first_tcp != out.routes.end()) out.label = first_tcp->address.str();
+  else if (title && !outside) out.label = title->str();
   else if (!out.routes.empty()) out.label = out.routes.front().address.str();
   else out.label = "redis-server";
   return out;
@@ -56,7 +69,17 @@ DiscoveredServer plan_routes(const proc::Listeners& listeners, const std::string
 
 DiscoveredServer discover_server(pid_t pid, const std::string& title_address,
                                  std::shared_ptr<const redis::TlsContext> tls) {
-  DiscoveredServer out = plan_routes(proc::listeners_of(pid), title_address, std::move(tls));
+  const auto listeners = proc::listeners_of(pid);
+  if (proc::in_other_network_namespace(pid)) {
+    if (std::string why = redis::netns_entry_error(pid); !why.empty()) {
+      const auto ips = proc::local_ipv4_of(pid);
+      DiscoveredServer out = plan_routes(listeners, title_address, std::move(tls), &ips);
+      out.netns_pid = pid;
+      out.netns_refused = std::move(why);
+      return out;
+    }
+  }
+  DiscoveredServer out = plan_routes(listeners, title_address, std::move(tls));
   if (proc::in_other_namespaces(pid)) out.netns_pid = pid;
   return out;
 }

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <utility>
@@ -81,46 +82,57 @@ std::set<uint64_t> socket_inodes(pid_t pid) {
   return out;
 }
 
-}  // namespace
-
-std::vector<TcpListener> parse_tcp_listeners(std::string_view text, bool v6) {
-  std::vector<TcpListener> out;
+// Calls f with each line of text, its header (the first line) left out when skip_header.
+template <typename F>
+void for_each_line(std::string_view text, bool skip_header, F&& f) {
   size_t pos = 0;
-  bool header = true;
   while (pos < text.size()) {
     const size_t nl = std::min(text.find('\n', pos), text.size());
     const std::string_view line = text.substr(pos, nl - pos);
     pos = nl + 1;
-    if (std::exchange(header, false)) continue;
+    if (!std::exchange(skip_header, false)) f(line);
+  }
+}
+
+std::string link_of(const std::string& path) {
+  char buf[64];
+  const ssize_t n = ::readlink(path.c_str(), buf, sizeof buf);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+bool namespace_differs(pid_t pid, const char* ns) {
+  const std::string theirs = link_of("/proc/" + std::to_string(pid) + "/ns/" + ns);
+  return !theirs.empty() && theirs != link_of(std::string("/proc/self/ns/") + ns);
+}
+
+}  // namespace
+
+std::vector<TcpListener> parse_tcp_listeners(std::string_view text, bool v6) {
+  std::vector<TcpListener> out;
+  for_each_line(text, true, [&](std::string_view line) {
     // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
     const auto f = fields(line, 10);
     TcpListener l;
     if (f.size() < 10 || f[3] != kTcpListen || !parse_endpoint(f[1], v6, &l.ip, &l.port) || l.port == 0 ||
         !dec_value(f[9], &l.inode))
-      continue;
+      return;
     out.push_back(std::move(l));
-  }
+  });
   return out;
 }
 
 std::vector<UnixListener> parse_unix_listeners(std::string_view text) {
   std::vector<UnixListener> out;
-  size_t pos = 0;
-  bool header = true;
-  while (pos < text.size()) {
-    const size_t nl = std::min(text.find('\n', pos), text.size());
-    const std::string_view line = text.substr(pos, nl - pos);
-    pos = nl + 1;
-    if (std::exchange(header, false)) continue;
+  for_each_line(text, true, [&](std::string_view line) {
     // Num RefCount Protocol Flags Type St Inode Path: the path is the rest of the line.
     const auto f = fields(line, 8);
     unsigned long flags = 0, type = 0;
     UnixListener l;
-    if (f.size() < 8 || !hex_value(f[3], &flags) || !hex_value(f[4], &type) || !dec_value(f[6], &l.inode)) continue;
-    if (!(flags & kUnixAcceptCon) || type != kSockStream || f[7].front() != '/') continue;
+    if (f.size() < 8 || !hex_value(f[3], &flags) || !hex_value(f[4], &type) || !dec_value(f[6], &l.inode)) return;
+    if (!(flags & kUnixAcceptCon) || type != kSockStream || f[7].front() != '/') return;
     l.path = std::string(line.substr(static_cast<size_t>(f[7].data() - line.data())));
     out.push_back(std::move(l));
-  }
+  });
   return out;
 }
 
@@ -137,18 +149,31 @@ Listeners listeners_of(pid_t pid) {
   return out;
 }
 
-bool in_other_namespaces(pid_t pid) {
-  const auto link = [](const std::string& path) {
-    char buf[64];
-    const ssize_t n = ::readlink(path.c_str(), buf, sizeof buf);
-    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-  };
-  const std::string p = "/proc/" + std::to_string(pid) + "/ns/";
-  for (const char* ns : {"net", "mnt"}) {
-    const std::string theirs = link(p + ns);
-    if (!theirs.empty() && theirs != link(std::string("/proc/self/ns/") + ns)) return true;
-  }
-  return false;
+bool in_other_namespaces(pid_t pid) { return namespace_differs(pid, "net") || namespace_differs(pid, "mnt"); }
+
+bool in_other_network_namespace(pid_t pid) { return namespace_differs(pid, "net"); }
+
+std::vector<std::string> parse_local_ipv4(std::string_view fib_trie) {
+  std::vector<std::string> out;
+  std::string leaf;
+  for_each_line(fib_trie, false, [&](std::string_view line) {
+    const auto f = fields(line, 4);
+    if (f.size() == 2 && f[0] == "|--") {
+      leaf = std::string(f[1]);
+    } else if (f.size() >= 3 && f[0] == "/32" && f[1] == "host" && f[2] == "LOCAL" && !leaf.empty()) {
+      in_addr a{};
+      if (leaf.rfind("127.", 0) != 0 && inet_pton(AF_INET, leaf.c_str(), &a) == 1 &&
+          std::find(out.begin(), out.end(), leaf) == out.end())
+        out.push_back(leaf);
+    } else if (f.empty() || f[0].front() != '/') {
+      leaf.clear();  // a node ("+--"), a table's name: the leaf's own lines ("/N scope TYPE") ended
+    }
+  });
+  return out;
+}
+
+std::vector<std::string> local_ipv4_of(pid_t pid) {
+  return parse_local_ipv4(read_file("/proc/" + std::to_string(pid) + "/net/fib_trie", 1 << 20).value_or(""));
 }
 
 }  // namespace thptrace::proc

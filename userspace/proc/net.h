@@ -40,5 +40,14 @@ Listeners listeners_of(pid_t pid);
 
 // "/proc/PID/ns/net" and "/proc/PID/ns/mnt" differ from ours: its addresses and paths are not ours.
 bool in_other_namespaces(pid_t pid);
+// "/proc/PID/ns/net" differs from ours.
+bool in_other_network_namespace(pid_t pid);
+
+// The IPv4 addresses of a network namespace's own interfaces, loopback left out: the leaves of
+// /proc/net/fib_trie followed by "/32 host LOCAL" (each is listed in both the Main and the Local
+// table; once here). Where a wildcard listener of a container is reached from outside its namespace.
+std::vector<std::string> parse_local_ipv4(std::string_view fib_trie);
+// parse_local_ipv4() of pid's network namespace; empty when unreadable.
+std::vector<std::string> local_ipv4_of(pid_t pid);
 
 }  // namespace thptrace::proc

@@ -221,7 +221,7 @@ class TlsTransport : public Transport {
 
 // A socket made in the network namespace of pid: a thread of our own joins it (setns changes the
 // calling thread's namespace only), makes the socket, and ends; the socket stays in that namespace.
-// Needs CAP_SYS_ADMIN (the daemon keeps it).
+// Needs CAP_SYS_ADMIN; without it discovery reaches a container by its own addresses (Route::outside).
 int socket_in_netns(pid_t pid, int family, int* err) {
   if (pid == 0) {
     const int fd = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -321,6 +321,15 @@ bool speaks_plain_redis(const Address& addr, pid_t netns_pid) {
 }
 
 }  // namespace
+
+std::string netns_entry_error(pid_t pid) {
+  std::string why;
+  std::thread([&] {
+    const Fd ns(::open(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
+    if (ns.get() < 0 || ::setns(ns.get(), CLONE_NEWNET) != 0) why = errno_text(errno);
+  }).join();
+  return why;
+}
 
 std::unique_ptr<Transport> connect_transport(const Address& addr, const TlsContext* tls, pid_t netns_pid,
                                              std::chrono::milliseconds timeout, ConnectError* error) {

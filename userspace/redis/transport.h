@@ -36,6 +36,9 @@ class Transport {
 // Connects to addr; with tls, runs the handshake and verifies the server's certificate. nullptr and
 // *error when it cannot. netns_pid, when not 0, reaches the address from that process's network
 // namespace (the socket is made there) and a unix path through its root (/proc/PID/root).
+// "" when this process may join pid's network namespace (setns needs CAP_SYS_ADMIN), else why not.
+std::string netns_entry_error(pid_t pid);
+
 std::unique_ptr<Transport> connect_transport(const Address& addr, const TlsContext* tls, pid_t netns_pid,
                                              std::chrono::milliseconds timeout, ConnectError* error);
 

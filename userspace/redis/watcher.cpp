@@ -121,17 +121,20 @@ std::string Watcher::route() const {
 std::unique_ptr<Client> Watcher::connect_any(std::string* error) {
   std::vector<Route> routes;
   ConnectOptions connect_options;
+  pid_t netns_pid = 0;
   {
     std::lock_guard lock(mu_);
-    routes.push_back({options_.address, options_.tls});
+    routes.push_back({options_.address, options_.tls, options_.outside});
     routes.insert(routes.end(), options_.more_routes.begin(), options_.more_routes.end());
     connect_options = {.user = options_.user, .password = options_.password, .timeout = options_.timeout,
-                       .netns_pid = options_.netns_pid, .ping = routes.size() > 1};
+                       .ping = routes.size() > 1};
+    netns_pid = options_.netns_pid;
   }
   std::string why;
   for (const auto& r : routes) {
     if (stop_) break;
     connect_options.tls = r.tls;
+    connect_options.netns_pid = r.outside ? 0 : netns_pid;
     ConnectError e;
     auto client = Client::connect(r.address, connect_options, &e);
     {

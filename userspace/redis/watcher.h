@@ -71,6 +71,9 @@ Snapshot snapshot_from_info(const InfoMap& info, uint64_t ts_ns);
 struct Route {
   Address address;
   std::shared_ptr<const TlsContext> tls{};  // null: no TLS
+  // Reached from our own network namespace although the server is in another (Options::netns_pid):
+  // the container's own address, when that namespace cannot be entered.
+  bool outside = false;
 };
 
 class Watcher {
@@ -81,6 +84,7 @@ class Watcher {
     std::string password;
     std::shared_ptr<const TlsContext> tls{};  // null: no TLS
     pid_t netns_pid = 0;                    // reach the addresses from that process's namespaces
+    bool outside = false;                   // address: see Route::outside
     // Tried in order after address/tls, on every connect, when those fail (--discover's other
     // listeners of the same server); the first that answers is kept until its connection breaks.
     std::vector<Route> more_routes{};
