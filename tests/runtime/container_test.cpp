@@ -199,9 +199,9 @@ TEST(Containers, DaemonFromItsImageWithTheDaemonSetSettings) {
     auto profile = nlohmann::json::parse(in);
     for (auto& rule : profile["syscalls"]) {
       auto& names = rule["names"];
-      names.erase(std::remove_if(names.begin(), names.end(), [](const nlohmann::json& n) {
-        return n == "bpf" || n == "perf_event_open";
-      }), names.end());
+      names.erase(std::remove_if(names.begin(), names.end(),
+                                 [](const nlohmann::json& n) { return n == "bpf" || n == "perf_event_open"; }),
+                  names.end());
     }
     profile["syscalls"].push_back({{"names", {"bpf", "perf_event_open"}}, {"action", "SCMP_ACT_ALLOW"}});
     std::ofstream(dir + "/seccomp.json") << profile.dump();
@@ -219,12 +219,32 @@ TEST(Containers, DaemonFromItsImageWithTheDaemonSetSettings) {
       std::filesystem::remove_all(dir);
     }
   } remove{name, dir};
-  podman({"run", "-d", "--name", name, "--pid", "host", "--cap-drop", "ALL", "--cap-add",
-          "BPF,PERFMON,SYS_PTRACE,DAC_READ_SEARCH", "--security-opt", "no-new-privileges", "--security-opt",
-          "seccomp=" + dir + "/seccomp.json", "--read-only", "-v", "/sys/kernel/btf:/sys/kernel/btf:ro", "-v",
-          "/sys/kernel/mm/transparent_hugepage:/sys/kernel/mm/transparent_hugepage:ro", "-p",
-          "127.0.0.1:" + std::to_string(port) + ":9966", "--ulimit", "nofile=20000:20000", "--ulimit",
-          "nproc=4096:4096", image});
+  podman({"run",
+          "-d",
+          "--name",
+          name,
+          "--pid",
+          "host",
+          "--cap-drop",
+          "ALL",
+          "--cap-add",
+          "BPF,PERFMON,SYS_PTRACE,DAC_READ_SEARCH",
+          "--security-opt",
+          "no-new-privileges",
+          "--security-opt",
+          "seccomp=" + dir + "/seccomp.json",
+          "--read-only",
+          "-v",
+          "/sys/kernel/btf:/sys/kernel/btf:ro",
+          "-v",
+          "/sys/kernel/mm/transparent_hugepage:/sys/kernel/mm/transparent_hugepage:ro",
+          "-p",
+          "127.0.0.1:" + std::to_string(port) + ":9966",
+          "--ulimit",
+          "nofile=20000:20000",
+          "--ulimit",
+          "nproc=4096:4096",
+          image});
   const auto logs = [&] {
     try {
       Process p(podman_argv({"logs", name}));
@@ -255,9 +275,10 @@ TEST(Containers, DaemonFromItsImageWithTheDaemonSetSettings) {
   // Without CAP_SYS_ADMIN the daemon cannot join the Redis container's network namespace and says
   // so, once, naming the address it uses instead; the uprobes are refused and reasons come from INFO.
   const std::string log = logs();
-  EXPECT_NE(log.find("cannot enter (setns: Operation not permitted; it needs CAP_SYS_ADMIN): reaching it from outside, by " +
-                     target),
-            std::string::npos)
+  EXPECT_NE(
+      log.find("cannot enter (setns: Operation not permitted; it needs CAP_SYS_ADMIN): reaching it from outside, by " +
+               target),
+      std::string::npos)
       << log;
   EXPECT_NE(log.find(target + ": entry points: none"), std::string::npos) << log;
 }

@@ -136,8 +136,8 @@ TEST(Discovery, ANamespaceThatCannotBeEnteredIsReachedByItsOwnAddresses) {
   const auto d = daemon::plan_routes(l, "127.0.0.1:6379", nullptr, &ips);
   std::vector<std::string> order;
   for (const auto& r : d.routes) order.push_back(r.address.str() + (r.outside ? " outside" : ""));
-  EXPECT_EQ(order, (std::vector<std::string>{"unix:/run/redis.sock", "10.88.0.7:6379 outside",
-                                             "192.0.2.9:6379 outside", "10.88.0.7:7000 outside"}));
+  EXPECT_EQ(order, (std::vector<std::string>{"unix:/run/redis.sock", "10.88.0.7:6379 outside", "192.0.2.9:6379 outside",
+                                             "10.88.0.7:7000 outside"}));
   EXPECT_EQ(d.label, "10.88.0.7:6379") << "not the title's loopback address, which we cannot reach";
   // Loopback only: nothing reaches it from outside, and the title's address is not tried either.
   proc::Listeners lo;

@@ -272,9 +272,10 @@ void Daemon::discover() {
     std::string routes;
     for (const auto& r : found.routes) routes += (routes.empty() ? "" : ", ") + r.address.str() + (r.tls ? " (TLS)" : "");
     if (!found.netns_refused.empty())
-      log::warn("redis-server pid {} listens in a network namespace this daemon cannot enter (setns: {}; it needs "
-                "CAP_SYS_ADMIN): reaching it from outside, by {}",
-                pid, found.netns_refused, routes.empty() ? "no address (it listens on loopback only)" : routes);
+      log::warn(
+          "redis-server pid {} listens in a network namespace this daemon cannot enter (setns: {}; it needs "
+          "CAP_SYS_ADMIN): reaching it from outside, by {}",
+          pid, found.netns_refused, routes.empty() ? "no address (it listens on loopback only)" : routes);
     log::debug("discovered redis-server pid {} as {}; reaching it by {}", pid, found.label, routes.empty() ? "nothing" : routes);
     add_target(found.label, std::move(found.routes), pid, true, found.netns_pid);
   }

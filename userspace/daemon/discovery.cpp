@@ -19,7 +19,8 @@ std::string reachable_ip(const std::string& ip) {
 }  // namespace
 
 DiscoveredServer plan_routes(const proc::Listeners& listeners, const std::string& title_address,
-                             std::shared_ptr<const redis::TlsContext> tls, const std::vector<std::string>* outside_ips) {
+                             const std::shared_ptr<const redis::TlsContext>& tls,
+                             const std::vector<std::string>* outside_ips) {
   DiscoveredServer out;
   for (const auto& u : listeners.unix_sockets) {
     redis::Address a;
@@ -60,8 +61,10 @@ DiscoveredServer plan_routes(const proc::Listeners& listeners, const std::string
     if (tls) out.routes.push_back({*title, tls});
   }
   const auto first_tcp = std::find_if(out.routes.begin(), out.routes.end(), [](const auto& r) { return r.outside; });
-  if (first_tcp != out.routes.end()) out.label = first_tcp->address.str();
-  else if (title && !outside) out.label = title->str();
+  if (first_tcp != out.routes.end())
+    out.label = first_tcp->address.str();
+  else if (title && !outside)
+    out.label = title->str();
   else if (!out.routes.empty()) out.label = out.routes.front().address.str();
   else out.label = "redis-server";
   return out;
@@ -73,13 +76,13 @@ DiscoveredServer discover_server(pid_t pid, const std::string& title_address,
   if (proc::in_other_network_namespace(pid)) {
     if (std::string why = redis::netns_entry_error(pid); !why.empty()) {
       const auto ips = proc::local_ipv4_of(pid);
-      DiscoveredServer out = plan_routes(listeners, title_address, std::move(tls), &ips);
+      DiscoveredServer out = plan_routes(listeners, title_address, tls, &ips);
       out.netns_pid = pid;
       out.netns_refused = std::move(why);
       return out;
     }
   }
-  DiscoveredServer out = plan_routes(listeners, title_address, std::move(tls));
+  DiscoveredServer out = plan_routes(listeners, title_address, tls);
   if (proc::in_other_namespaces(pid)) out.netns_pid = pid;
   return out;
 }

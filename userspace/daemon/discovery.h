@@ -32,7 +32,7 @@ struct DiscoveredServer {
 // address as it is, a loopback one not at all; the label is the first such route (its title's
 // address would name a loopback we cannot reach).
 DiscoveredServer plan_routes(const proc::Listeners& listeners, const std::string& title_address,
-                             std::shared_ptr<const redis::TlsContext> tls,
+                             const std::shared_ptr<const redis::TlsContext>& tls,
                              const std::vector<std::string>* outside_ips = nullptr);
 
 // plan_routes() for a running process.

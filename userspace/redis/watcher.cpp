@@ -126,8 +126,8 @@ std::unique_ptr<Client> Watcher::connect_any(std::string* error) {
     std::lock_guard lock(mu_);
     routes.push_back({options_.address, options_.tls, options_.outside});
     routes.insert(routes.end(), options_.more_routes.begin(), options_.more_routes.end());
-    connect_options = {.user = options_.user, .password = options_.password, .timeout = options_.timeout,
-                       .ping = routes.size() > 1};
+    connect_options = {
+        .user = options_.user, .password = options_.password, .timeout = options_.timeout, .ping = routes.size() > 1};
     netns_pid = options_.netns_pid;
   }
   std::string why;
