@@ -180,6 +180,11 @@ Local:
 )";
   EXPECT_EQ(proc::parse_local_ipv4(kFibTrie), (std::vector<std::string>{"10.88.0.7", "192.0.2.9"}));
   EXPECT_TRUE(proc::parse_local_ipv4("").empty());
+  // A NUL inside the leaf: inet_pton would read "10.0.0.9" and stop there.
+  constexpr char kNul[] = "|-- 10.0.0.9\0x\n/32 host LOCAL\n";
+  EXPECT_TRUE(proc::parse_local_ipv4(std::string_view(kNul, sizeof kNul - 1)).empty());
+  EXPECT_EQ(proc::parse_local_ipv4("|-- 010.0.0.9\n/32 host LOCAL\n|-- 10.0.0.9\n/32 host LOCAL\n"),
+            (std::vector<std::string>{"10.0.0.9"}));
   EXPECT_TRUE(proc::parse_local_ipv4("/32 host LOCAL\n").empty());
 }
 

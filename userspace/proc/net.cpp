@@ -161,8 +161,12 @@ std::vector<std::string> parse_local_ipv4(std::string_view fib_trie) {
     if (f.size() == 2 && f[0] == "|--") {
       leaf = std::string(f[1]);
     } else if (f.size() >= 3 && f[0] == "/32" && f[1] == "host" && f[2] == "LOCAL" && !leaf.empty()) {
+      // Only an address in its canonical dotted form: inet_pton stops at a NUL, so "192.0.2.2\0junk"
+      // would pass it (found by fuzz_proc_net).
       in_addr a{};
+      char text[INET_ADDRSTRLEN];
       if (leaf.rfind("127.", 0) != 0 && inet_pton(AF_INET, leaf.c_str(), &a) == 1 &&
+          inet_ntop(AF_INET, &a, text, sizeof text) && leaf == text &&
           std::find(out.begin(), out.end(), leaf) == out.end())
         out.push_back(leaf);
     } else if (f.empty() || f[0].front() != '/') {
