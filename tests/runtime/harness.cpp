@@ -183,6 +183,27 @@ std::string make_temp_dir(const std::string& prefix) {
   return tmpl;
 }
 
+std::optional<ServerBuild> fetched_server(const std::string& name, std::string* why) {
+  Process fetch({"bash", SERVERS_FETCH});
+  const auto code = fetch.wait(std::chrono::minutes(30));
+  if (code != 0) {
+    *why = "tests/servers/fetch.sh failed: " + fetch.err();
+    return std::nullopt;
+  }
+  std::istringstream lines(fetch.out());
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string n, server, cli;
+    fields >> n >> server >> cli;
+    if (n == name) {
+      const bool valkey = n.rfind("valkey", 0) == 0;
+      return ServerBuild{n, server, valkey ? "dual-channel-replication-enabled" : "repl-rdb-channel"};
+    }
+  }
+  *why = "tests/servers/fetch.sh did not name " + name + ": " + fetch.out();
+  return std::nullopt;
+}
+
 RedisServer::RedisServer(const std::vector<std::string>& extra_args, int port, const std::string& binary) {
   dir_ = make_temp_dir("thptrace-redis-");
   port_ = port ? port : free_port();

@@ -94,6 +94,19 @@ class RedisServer {
   std::unique_ptr<Process> proc_;
 };
 
+// A server of the Redis family besides Debian's redis-server: one tests/servers/fetch.sh fetched or
+// built into its cache (valkey-8.0.1, redis-8.0.2).
+struct ServerBuild {
+  std::string name;
+  std::string binary;
+  // The config that makes a replica sync through its own RDB connection, one fork per replica
+  // (Redis 8: repl-rdb-channel; Valkey 8: dual-channel-replication-enabled); empty before them.
+  std::string channel_config;
+};
+// Runs tests/servers/fetch.sh (idempotent; the first run downloads and builds into its cache) and
+// returns the server named `name`, or nullopt with *why set.
+std::optional<ServerBuild> fetched_server(const std::string& name, std::string* why);
+
 int free_port();
 std::string make_temp_dir(const std::string& prefix);
 

@@ -60,40 +60,10 @@ class WriteLoad {
   std::thread thread_;
 };
 
-// A server of the Redis family under test: Debian's redis-server, or one tests/servers/fetch.sh
-// fetched or built into its cache.
-struct Server {
-  std::string name;
-  std::string binary;
-  // The config that makes a replica sync through its own RDB connection, one fork per replica
-  // (Redis 8: repl-rdb-channel; Valkey 8: dual-channel-replication-enabled); empty before them.
-  std::string channel_config;
-};
+// A server of the Redis family under test: Debian's redis-server, or a fetched build.
+using Server = ServerBuild;
 
 const Server kDebianRedis{"debian_redis_7_0_15", "redis-server", ""};
-
-// Runs tests/servers/fetch.sh (idempotent; the first run downloads and builds into its cache) and
-// returns the server named `name`, or nullopt with *why set.
-std::optional<Server> fetched_server(const std::string& name, std::string* why) {
-  Process fetch({"bash", SERVERS_FETCH});
-  const auto code = fetch.wait(std::chrono::minutes(30));
-  if (code != 0) {
-    *why = "tests/servers/fetch.sh failed: " + fetch.err();
-    return std::nullopt;
-  }
-  std::istringstream lines(fetch.out());
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream fields(line);
-    std::string n, server, cli;
-    fields >> n >> server >> cli;
-    if (n == name) {
-      const bool valkey = n.rfind("valkey", 0) == 0;
-      return Server{n, server, valkey ? "dual-channel-replication-enabled" : "repl-rdb-channel"};
-    }
-  }
-  *why = "tests/servers/fetch.sh did not name " + name + ": " + fetch.out();
-  return std::nullopt;
-}
 
 // BGSAVE, a full sync over disk, a diskless full sync and an AOF rewrite of `s` in one capture (and,
 // where the server has one, a full sync over an rdb channel): each fork with its reason, the BGSAVE

@@ -148,6 +148,50 @@ TEST(ReplicaParse, ReplicaLinesOfRedis7Redis8AndValkey8) {
   EXPECT_EQ(r[2].state, "bg_transfer");
 }
 
+// Valkey 8.0.1 with dual-channel-replication-enabled, as its INFO showed three replicas attaching at
+// once: a replica's rdb channel and main channel are two lines under one address.
+TEST(ReplicaParse, Valkey8DualChannelLinesAreOneReplica) {
+  const auto info = thptrace::redis::parse_info(
+      "# Replication\r\nrole:master\r\nconnected_slaves:5\r\n"
+      "slave0:ip=127.0.0.1,port=52653,state=bg_transfer,offset=0,lag=0,type=main-channel\r\n"
+      "slave1:ip=127.0.0.1,port=43767,state=send_bulk,offset=0,lag=0,type=rdb-channel\r\n"
+      "slave2:ip=127.0.0.1,port=33787,state=wait_bgsave,offset=0,lag=0,type=rdb-channel\r\n"
+      "slave3:ip=127.0.0.1,port=33787,state=bg_transfer,offset=0,lag=0,type=main-channel\r\n"
+      "slave4:ip=127.0.0.1,port=43767,state=bg_transfer,offset=7,lag=1,type=main-channel\r\n"
+      "slave10:ip=127.0.0.1,port=7010,state=online,offset=9,lag=0,type=replica\r\n");
+  const auto r = thptrace::redis::parse_replicas(info);
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_EQ(r[0].address(), "127.0.0.1:52653");
+  EXPECT_EQ(r[0].state, "bg_transfer");
+  EXPECT_EQ(r[1].address(), "127.0.0.1:43767");
+  EXPECT_EQ(r[1].state, "send_bulk");
+  EXPECT_EQ(r[1].offset, 7);
+  EXPECT_EQ(r[2].address(), "127.0.0.1:33787");
+  EXPECT_EQ(r[2].state, "wait_bgsave");
+  EXPECT_EQ(r[3].address(), "127.0.0.1:7010");  // slave10 after slave4, as INFO listed it
+}
+
+// The same replica poll after poll: one sync through wait_bgsave, send_bulk, bg_transfer to online,
+// not a drop each time its rdb channel's line comes back in wait_bgsave after its main channel's.
+TEST(Replicas, Valkey8DualChannelSyncIsOneSync) {
+  Correlator c(kParent);
+  c.on_snapshot(poll(100, {}));
+  c.on_snapshot(poll(200, {rep(6381, "wait_bgsave")}));
+  c.on_event(exit_ev(episode(500, 250, 700, REASON_FULL_SYNC_DISKLESS)));
+  c.on_snapshot(poll(300, {rep(6381, "wait_bgsave")}));
+  c.on_snapshot(poll(400, {rep(6381, "send_bulk")}));
+  c.on_snapshot(poll(800, {rep(6381, "bg_transfer")}));
+  c.on_snapshot(poll(900, {rep(6381, "online", 100)}));
+  const auto forks = c.take_remaining(true);
+  ASSERT_EQ(forks.size(), 1u);
+  ASSERT_EQ(forks[0].replicas.size(), 1u);
+  const auto& s = forks[0].replicas[0];
+  EXPECT_EQ(s.outcome, ReplicaSync::Outcome::online);
+  ASSERT_EQ(s.states.size(), 4u);
+  EXPECT_EQ(s.states[2].state, "bg_transfer");
+  EXPECT_DOUBLE_EQ(*s.sync_ms(), 700.0);
+}
+
 TEST(ReplicaParse, OutputBufferLimitAndClientListOmem) {
   const auto l = thptrace::redis::parse_replica_output_buffer_limit(
       "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60");

@@ -65,11 +65,17 @@ std::string info_str(const InfoMap& info, const std::string& key) {
 }
 
 std::vector<ReplicaInfo> parse_replicas(const InfoMap& info) {
-  std::vector<ReplicaInfo> out;
+  struct Line {
+    unsigned index = 0;
+    bool rdb_channel = false;
+    ReplicaInfo r;
+  };
+  std::vector<Line> lines;
   for (const auto& [key, value] : info) {
     if (key.rfind("slave", 0) != 0 || key.size() == 5) continue;
-    if (!std::all_of(key.begin() + 5, key.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
-    ReplicaInfo r;
+    Line line;
+    if (!to_number(std::string_view(key).substr(5), line.index)) continue;
+    ReplicaInfo& r = line.r;
     std::string_view rest = value;
     while (!rest.empty()) {
       const auto comma = rest.find(',');
@@ -85,8 +91,35 @@ std::vector<ReplicaInfo> parse_replicas(const InfoMap& info) {
       else if (k == "offset") to_number(v, r.offset);
       else if (k == "lag")
         to_number(v, r.lag);
+      else if (k == "type")
+        line.rdb_channel = v == "rdb-channel";
     }
-    out.push_back(std::move(r));
+    lines.push_back(std::move(line));
+  }
+  // INFO's order (slave10 after slave9, not after slave1).
+  std::sort(lines.begin(), lines.end(), [](const Line& a, const Line& b) { return a.index < b.index; });
+  // Valkey 8's dual-channel replication lists a syncing replica twice under one address: its rdb
+  // channel (type=rdb-channel: wait_bgsave, send_bulk) and its main channel (type=main-channel:
+  // bg_transfer, the stream buffered until the RDB is loaded). One replica, one entry: in the rdb
+  // channel's state while that is listed (the sync's earlier step), with the main channel's offset.
+  std::vector<ReplicaInfo> out;
+  std::vector<bool> from_rdb_channel;
+  for (auto& line : lines) {
+    const auto same = std::find_if(out.begin(), out.end(), [&](const ReplicaInfo& o) {
+      return o.address() == line.r.address() &&
+             from_rdb_channel[static_cast<size_t>(&o - out.data())] != line.rdb_channel;
+    });
+    if (same == out.end()) {
+      out.push_back(std::move(line.r));
+      from_rdb_channel.push_back(line.rdb_channel);
+      continue;
+    }
+    if (line.rdb_channel) {
+      same->state = line.r.state;
+    } else {
+      same->offset = line.r.offset;
+      same->lag = line.r.lag;
+    }
   }
   return out;
 }

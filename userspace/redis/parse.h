@@ -23,7 +23,7 @@ std::string info_str(const InfoMap& info, const std::string& key);
 
 // One "slaveN:ip=...,port=...,state=...,offset=...,lag=..." line of INFO replication.
 // state: wait_bgsave, send_bulk, online; Redis 8 send_bulk_and_stream (rdb channel); Valkey 8
-// bg_transfer (dual channel).
+// bg_transfer (dual channel; its rdb-channel line and main-channel line merged into one entry).
 struct ReplicaInfo {
   std::string ip;
   int port = 0;
@@ -33,6 +33,7 @@ struct ReplicaInfo {
   std::string address() const { return ip + ":" + std::to_string(port); }
   bool operator==(const ReplicaInfo&) const = default;
 };
+// In INFO's order, one entry per replica.
 std::vector<ReplicaInfo> parse_replicas(const InfoMap& info);
 
 // LATENCY HISTOGRAM summed over every command, on a fixed grid of power-of-two microsecond upper
