@@ -122,6 +122,27 @@ TEST(Replicas, ADroppedReplicaThatSyncsAgainIsTwoSyncs) {
   EXPECT_TRUE(c.take_finished_replica_syncs().empty());
 }
 
+// Diskless with repl-diskless-sync-delay 0, as Redis 7.0.15 did it with three replicas attaching at
+// once: the first asks and gets a fork; the two a few ms later wait for the next fork, which starts
+// the moment the first child ends — a few ms before the poll that shows the first replica online.
+TEST(Replicas, DisklessReplicaOnlineAfterTheNextForkBeganKeepsItsOwnFork) {
+  Correlator c(kParent);
+  c.on_snapshot(poll(100, {}));
+  c.on_event(exit_ev(episode(500, 150, 790, REASON_FULL_SYNC_DISKLESS)));
+  c.on_snapshot(poll(200, {rep(6381, "wait_bgsave"), rep(6382, "wait_bgsave"), rep(6383, "wait_bgsave")}));
+  c.on_snapshot(poll(700, {rep(6381, "wait_bgsave"), rep(6382, "wait_bgsave"), rep(6383, "wait_bgsave")}));
+  c.on_event(exit_ev(episode(501, 795, 1500, REASON_FULL_SYNC_DISKLESS)));
+  c.on_snapshot(poll(800, {rep(6381, "online", 10), rep(6382, "wait_bgsave"), rep(6383, "wait_bgsave")}));
+  c.on_snapshot(poll(1600, {rep(6381, "online", 10), rep(6382, "online", 20), rep(6383, "online", 20)}));
+  const auto forks = c.take_remaining(true);
+  ASSERT_EQ(forks.size(), 2u);
+  ASSERT_EQ(forks[0].replicas.size(), 1u);
+  EXPECT_EQ(forks[0].replicas[0].address, "127.0.0.1:6381");
+  ASSERT_EQ(forks[1].replicas.size(), 2u);
+  EXPECT_EQ(forks[1].replicas[0].address, "127.0.0.1:6382");
+  EXPECT_EQ(forks[1].replicas[0].joined, ReplicaSync::Joined::waited);
+}
+
 TEST(Replicas, AnAofRewriteServesNoReplica) {
   Correlator c(kParent);
   c.on_snapshot(poll(100, {}));

@@ -128,15 +128,26 @@ const ForkWindow* ReplicaTracker::fork_of(const ReplicaSync& s) const {
   const uint64_t to = s.wait_end_ns();
   const bool wait_ended =
       std::any_of(s.states.begin(), s.states.end(), [](const auto& x) { return !waiting(x.state); });
+  // The state that ended the wait says whether its child had finished by then: a plain sync leaves
+  // wait_bgsave only once its child's RDB is complete (send_bulk after a disk save, online after a
+  // diskless stream), while a replica on an rdb channel (Redis 8 send_bulk_and_stream, Valkey 8
+  // bg_transfer) leaves it while its child still streams. In the first case a fork that began just
+  // before the poll that saw the wait end is the next one (diskless, delay 0: the replicas that came
+  // too late for the first fork get theirs as soon as it ends), not its own.
+  const auto ended_by = std::find_if(s.states.begin(), s.states.end(), [](const auto& x) { return !waiting(x.state); });
+  const bool child_done_at_wait_end =
+      ended_by != s.states.end() && (ended_by->state == "send_bulk" || ended_by->state == "online");
   const ForkWindow* best = nullptr;
+  const ForkWindow* best_done = nullptr;
   for (const auto& f : forks_) {
     if (!f.may_serve || f.fork_ts_ns > to) continue;
     if (f.exit_ts_ns && f.exit_ts_ns < from) continue;
     // Still waiting at its last poll: a child that had long exited by then was not its fork.
     if (!wait_ended && f.exit_ts_ns && f.exit_ts_ns + kExitNoticeNs < s.last_seen_ns) continue;
     if (!best || f.fork_ts_ns >= best->fork_ts_ns) best = &f;
+    if (f.exit_ts_ns && f.exit_ts_ns <= to && (!best_done || f.fork_ts_ns >= best_done->fork_ts_ns)) best_done = &f;
   }
-  return best;
+  return child_done_at_wait_end && best_done ? best_done : best;
 }
 
 ReplicaSync ReplicaTracker::with_fork(const ReplicaSync& s) const {
