@@ -85,14 +85,14 @@ TEST(Bench, ShortRunOfEveryScenario) {
   const auto started = std::chrono::steady_clock::now();
   Process bench({thptrace_bin(), "bench", "--keys", "20000", "--value-size", "400", "--writers", "2", "--batch", "40",
                  "--seconds-per-phase", "1", "--out", out.string(), thp_ab ? "--thp-ab" : "--no-thp-ab"});
-  const auto code = bench.wait(180s);
+  const auto code = bench.wait(240s);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  ASSERT_TRUE(code.has_value()) << "the bench did not finish in 180 s\n" << bench.err();
+  ASSERT_TRUE(code.has_value()) << "the bench did not finish in 240 s\n" << bench.err();
   EXPECT_EQ(*code, 0) << bench.err() << "\n" << slurp(out / "summary.md");
   RecordProperty("bench_seconds", std::to_string(static_cast<int>(took)));
 
-  for (const char* f : {"latency_percentiles.csv", "latency_timeline.csv", "fork_and_mem.csv", "run_metadata.csv",
-                        "summary.md", "latency_timeline.svg"}) {
+  for (const char* f : {"latency_percentiles.csv", "latency_timeline.csv", "fork_and_mem.csv", "replica_syncs.csv",
+                        "run_metadata.csv", "summary.md", "latency_timeline.svg"}) {
     ASSERT_TRUE(fs::exists(out / f)) << f;
     EXPECT_GT(fs::file_size(out / f), 100u) << f;
   }
@@ -100,6 +100,8 @@ TEST(Bench, ShortRunOfEveryScenario) {
   std::map<std::string, std::string> expected = {{"steady", "none"},
                                                  {"full_sync_disk", "full_sync_disk"},
                                                  {"full_sync_diskless", "full_sync_diskless"},
+                                                 {"scale_out_disk", "full_sync_disk"},
+                                                 {"scale_out_diskless", "full_sync_diskless"},
                                                  {"readonly_control", "full_sync_disk"},
                                                  {"aof_always_no", "aof_rewrite"},
                                                  {"aof_always_yes", "aof_rewrite"},
@@ -120,6 +122,32 @@ TEST(Bench, ShortRunOfEveryScenario) {
     EXPECT_TRUE(fs::exists(out / "captures" / (scenario + ".json"))) << scenario;
   }
   EXPECT_EQ(reasons.size(), expected.size());
+
+  // The scale-outs: the forks served the three replicas between them (fork_and_mem.csv's replicas),
+  // each once, online, its sync time positive and its states ending online (replica_syncs.csv).
+  ASSERT_EQ(forks[0].back(), "replicas");
+  std::map<std::string, size_t> served;
+  for (size_t i = 1; i < forks.size(); ++i)
+    if (forks[i][0].rfind("scale_out", 0) == 0) served[forks[i][0]] += std::stoul(forks[i].back());
+  const auto syncs = read_csv(out / "replica_syncs.csv");
+  ASSERT_GE(syncs.size(), 1u);
+  ASSERT_EQ(syncs[0].size(), 12u);
+  EXPECT_EQ(syncs[0][3], "address");
+  std::map<std::string, std::set<std::string>> addresses;
+  for (size_t i = 1; i < syncs.size(); ++i) {
+    const auto& row = syncs[i];
+    ASSERT_EQ(row.size(), 12u) << i;
+    if (row[0].rfind("scale_out", 0) != 0) continue;
+    addresses[row[0]].insert(row[3]);
+    EXPECT_EQ(row[7], "online") << row[0] << " " << row[3];
+    EXPECT_GT(std::stod(row[6]), 0) << row[0] << " " << row[3];
+    EXPECT_NE(row[8].find("online@"), std::string::npos) << row[8];
+    EXPECT_FALSE(row[11].empty()) << "the replica's own link came up";
+  }
+  for (const char* s : {"scale_out_disk", "scale_out_diskless"}) {
+    EXPECT_EQ(served[s], 3u) << s;
+    EXPECT_EQ(addresses[s].size(), 3u) << s;
+  }
 
   // Every scenario's phases carry probe samples.
   const auto pct = read_csv(out / "latency_percentiles.csv");
@@ -144,6 +172,10 @@ TEST(Bench, ShortRunOfEveryScenario) {
   size_t shaded = 0;
   for (size_t at = 0; (at = svg.find("class=\"fork\"", at)) != std::string::npos; ++at) ++shaded;
   EXPECT_GE(shaded, expected.size() - 1) << "a shaded window per fork";
+  size_t marked = 0;
+  for (size_t at = 0; (at = svg.find("class=\"online\"", at)) != std::string::npos; ++at) ++marked;
+  EXPECT_GE(marked, 1u + 3u + 6u) << "the legend's, and a link-up mark per replica";
+  EXPECT_NE(slurp(out / "summary.md").find("**Scale-out: three fresh replicas at once.**"), std::string::npos);
   EXPECT_NE(slurp(out / "summary.md").find("Self-check"), std::string::npos);
   EXPECT_NE(slurp(out / "run_metadata.csv").find("run,host_thp_enabled_after_run," + host_mode), std::string::npos);
 

@@ -29,7 +29,7 @@ class Interrupted : public BenchError {
 // What starts the "during" phase, and which Redis state ends it.
 enum class Trigger {
   none,          // steady: no during phase at all
-  replica_sync,  // REPLICAOF on a fresh replica; ends when its link is up and the fork child is gone
+  replica_sync,  // REPLICAOF on fresh replicas at once; ends when every link is up and no fork child is left
   rewrite_aof,   // BGREWRITEAOF; ends when aof_rewrite_in_progress and _scheduled are 0
   bgsave,        // BGSAVE; ends when rdb_bgsave_in_progress is 0
 };
@@ -47,12 +47,14 @@ struct ScenarioSpec {
   std::string thp_mode;
   // One line for the summary: what the scenario varies.
   std::string description;
+  // Fresh replicas the replica_sync trigger attaches at once: one for a full sync, three for a scale-out.
+  unsigned replicas = 1;
 };
 
 // Every scenario in run order; `thp_always` and `thp_never` are the THP A/B.
 const std::vector<ScenarioSpec>& all_scenarios();
-// Expands a --scenarios list (names and the aliases `aof_rewrite`, `thp_ab`, `full_sync`, `all`)
-// into specs in run order. Throws UsageError naming an unknown word.
+// Expands a --scenarios list (names and the aliases `aof_rewrite`, `thp_ab`, `full_sync`, `scale_out`,
+// `all`) into specs in run order. Throws UsageError naming an unknown word.
 std::vector<ScenarioSpec> select_scenarios(const std::string& comma_list);
 
 enum class ThpAb { automatic, on, off };

@@ -42,9 +42,9 @@ po::options_description describe_options() {
       ("seconds-per-phase", po::value<double>()->default_value(5)->value_name("S"),
        "length of the before and after phases (steady runs 3 times this)")
       ("scenarios", po::value<std::string>()->default_value("all")->value_name("LIST"),
-       "comma list of steady, full_sync_disk, full_sync_diskless, readonly_control, aof_always_no, "
-       "aof_always_yes, aof_everysec_no, aof_everysec_yes, thp_always, thp_never, or the groups full_sync, "
-       "aof_rewrite, thp_ab, all")
+       "comma list of steady, full_sync_disk, full_sync_diskless, scale_out_disk, scale_out_diskless, "
+       "readonly_control, aof_always_no, aof_always_yes, aof_everysec_no, aof_everysec_yes, thp_always, thp_never, "
+       "or the groups full_sync, scale_out, aof_rewrite, thp_ab, all")
       ("out", po::value<std::string>()->value_name("DIR"), "results folder (default results/<UTC timestamp>)")
       ("thp-ab", po::bool_switch(), "run the THP A/B (thp_always, thp_never); fail if THP sysfs is not writable")
       ("no-thp-ab", po::bool_switch(), "skip the THP A/B even where THP sysfs is writable");

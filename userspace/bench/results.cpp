@@ -76,7 +76,7 @@ std::string fork_and_mem_csv(const std::vector<ScenarioResult>& results) {
   std::string out =
       "scenario,reason,fork_duration_us,child_lifetime_ms,cow_faults,thp_splits,anon_huge_pages_kb_max,rss_kb_max,"
       "rdb_last_cow_size_bytes,aof_last_cow_size_bytes,child_pid,reason_source,child_cow_faults,fork_t_ms,exit_t_ms,"
-      "phase,latest_fork_usec,during_s,used_memory_bytes,probe_max_us_near_fork\n";
+      "phase,latest_fork_usec,during_s,used_memory_bytes,probe_max_us_near_fork,replicas\n";
   for (const auto& r : results) {
     const auto common_mem =
         fmt::format("{},{},{},{}", r.anon_huge_pages_kb_max, r.rss_kb_max,
@@ -85,13 +85,38 @@ std::string fork_and_mem_csv(const std::vector<ScenarioResult>& results) {
                                   r.trigger_ns ? fmt::format("{:.3f}", r.during_s()) : "",
                                   info_or_empty(r.info_after_load, "used_memory"));
     // A scenario without a fork still gets its memory row: four empty fork fields, six more.
-    if (r.forks.empty()) out += fmt::format("{},none,,,,,{},,,,,,,{},\n", r.spec.name, common_mem, tail);
+    if (r.forks.empty()) out += fmt::format("{},none,,,,,{},,,,,,,{},,\n", r.spec.name, common_mem, tail);
     for (const auto& f : r.forks)
-      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.spec.name, f.reason,
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.spec.name, f.reason,
                          opt(f.fork_duration_us), opt(f.child_lifetime_ms, "{:.3f}"), f.cow_faults, f.thp_splits,
                          common_mem, f.child_pid, f.reason_source, f.child_cow_faults, ms_from_zero(r, f.fork_ns),
-                         ms_from_zero(r, f.exit_ns), field(f.phase), tail, us(probe_max_near_fork(r, f)));
+                         ms_from_zero(r, f.exit_ns), field(f.phase), tail, us(probe_max_near_fork(r, f)),
+                         f.replicas.size());
   }
+  return out;
+}
+
+// One row per replica sync the capture gave a fork: its states with the ms since its request, and
+// when the replica's own link came up (the bench's poll of the replica).
+std::string replica_syncs_csv(const std::vector<ScenarioResult>& results) {
+  std::string out =
+      "scenario,child_pid,reason,address,joined,wait_ms,sync_ms,outcome,states,request_t_ms,online_t_ms,"
+      "link_up_t_ms\n";
+  for (const auto& r : results)
+    for (const auto& f : r.forks)
+      for (const auto& s : f.replicas) {
+        std::string states;
+        for (const auto& x : s.states)
+          states += fmt::format("{}{}@{:.1f}", states.empty() ? "" : ";", x.state,
+                                static_cast<double>(x.first_seen_ns - s.first_seen_ns) / 1e6);
+        uint64_t link_up_ns = 0;
+        for (size_t i = 0; i < r.replica_addresses.size() && i < r.replica_link_up_ns.size(); ++i)
+          if (r.replica_addresses[i] == s.address) link_up_ns = r.replica_link_up_ns[i];
+        out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", r.spec.name, f.child_pid, f.reason, s.address,
+                           correlate::joined_name(s.joined), opt(s.wait_ms), opt(s.sync_ms()),
+                           correlate::outcome_name(s.outcome), field(states), ms_from_zero(r, s.first_seen_ns),
+                           ms_from_zero(r, s.online_ns), ms_from_zero(r, link_up_ns));
+      }
   return out;
 }
 
@@ -183,6 +208,7 @@ void write_results(const std::filesystem::path& dir, const BenchOptions& options
   write_file(dir, "latency_percentiles.csv", percentiles_csv(results));
   write_file(dir, "latency_timeline.csv", timeline_csv(results));
   write_file(dir, "fork_and_mem.csv", fork_and_mem_csv(results));
+  write_file(dir, "replica_syncs.csv", replica_syncs_csv(results));
   write_file(dir, "run_metadata.csv", metadata_csv(options, info, results));
   write_file(dir, "latency_timeline.svg", timeline_svg(results));
   write_file(dir, "summary.md", summary_markdown(options, info, results));

@@ -30,7 +30,7 @@ struct RunInfo {
 // when this is empty (and the run was not interrupted).
 std::vector<std::string> self_check_faults(const std::vector<ScenarioResult>& results);
 
-// Writes latency_percentiles.csv, latency_timeline.csv, fork_and_mem.csv, run_metadata.csv,
+// Writes latency_percentiles.csv, latency_timeline.csv, fork_and_mem.csv, replica_syncs.csv, run_metadata.csv,
 // summary.md and latency_timeline.svg into `dir` (which exists). Throws BenchError naming a file
 // that cannot be written.
 void write_results(const std::filesystem::path& dir, const BenchOptions& options, const RunInfo& info,
@@ -41,7 +41,7 @@ std::string summary_markdown(const BenchOptions& options, const RunInfo& info,
                              const std::vector<ScenarioResult>& results);
 
 // latency_timeline.svg: probe p99 and max over time, one panel per scenario, the during phase
-// tinted and every fork window shaded (svg.cpp).
+// tinted, every fork window shaded and each replica's link up marked (svg.cpp).
 std::string timeline_svg(const std::vector<ScenarioResult>& results);
 
 // The largest probe latency (ns) of the 100 ms timeline rows that overlap a fork window (fork to

@@ -1,8 +1,11 @@
 #include "bench/scenario.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -111,13 +114,16 @@ void add_phase(ScenarioResult& r, PhaseResult p) {
 
 // Sends the trigger and polls Redis until the during phase's end condition holds. Records the
 // times in `r`; a condition never reached is a fault.
-void trigger_and_wait(const ScenarioSpec& spec, RedisInstance& primary, RedisInstance* replica, LoadPhase& load,
-                      ScenarioResult& r, const std::atomic<bool>& interrupted) {
+void trigger_and_wait(const ScenarioSpec& spec, RedisInstance& primary,
+                      const std::vector<std::unique_ptr<RedisInstance>>& replicas, LoadPhase& load, ScenarioResult& r,
+                      const std::atomic<bool>& interrupted) {
   const redis::InfoMap before = primary.info();
   r.trigger_ns = proc::monotonic_ns();
   switch (spec.trigger) {
     case Trigger::replica_sync:
-      replica->command({"REPLICAOF", "127.0.0.1", std::to_string(primary.port())});
+      // All at once, as a scale-out attaches them: one REPLICAOF after the other, no wait between.
+      for (const auto& replica : replicas) replica->command({"REPLICAOF", "127.0.0.1", std::to_string(primary.port())});
+      r.replica_link_up_ns.assign(replicas.size(), 0);
       break;
     case Trigger::rewrite_aof:
       primary.command({"BGREWRITEAOF"});
@@ -134,8 +140,14 @@ void trigger_and_wait(const ScenarioSpec& spec, RedisInstance& primary, RedisIns
     bool done = false;
     const redis::InfoMap p = primary.info("persistence");
     if (spec.trigger == Trigger::replica_sync) {
-      if (!r.link_up_ns && replica->info_field("replication", "master_link_status") == "up")
-        r.link_up_ns = proc::monotonic_ns();
+      bool all_up = true;
+      for (size_t i = 0; i < replicas.size(); ++i) {
+        if (!r.replica_link_up_ns[i] && replicas[i]->info_field("replication", "master_link_status") == "up")
+          r.replica_link_up_ns[i] = proc::monotonic_ns();
+        all_up = all_up && r.replica_link_up_ns[i];
+      }
+      if (all_up && !r.link_up_ns)
+        r.link_up_ns = *std::max_element(r.replica_link_up_ns.begin(), r.replica_link_up_ns.end());
       done = r.link_up_ns && info_int(p, "rdb_bgsave_in_progress") == 0;
     } else if (spec.trigger == Trigger::rewrite_aof) {
       done = info_int(p, "aof_rewrite_in_progress") == 0 && info_int(p, "aof_rewrite_scheduled") == 0;
@@ -145,11 +157,12 @@ void trigger_and_wait(const ScenarioSpec& spec, RedisInstance& primary, RedisIns
     if (done) break;
     if (load.ended()) break;  // add_phase reports the load's failure
     if (std::chrono::steady_clock::now() >= until) {
-      r.faults.push_back(
-          spec.trigger == Trigger::replica_sync
-              ? fmt::format("the replica never synced: master_link_status not up after {} s", kDuringTimeout.count())
-              : fmt::format("the {} did not finish within {} s",
-                            spec.trigger == Trigger::bgsave ? "BGSAVE" : "AOF rewrite", kDuringTimeout.count()));
+      r.faults.push_back(spec.trigger == Trigger::replica_sync
+                             ? fmt::format("{} never synced: master_link_status not up after {} s",
+                                           replicas.size() > 1 ? "a replica" : "the replica", kDuringTimeout.count())
+                             : fmt::format("the {} did not finish within {} s",
+                                           spec.trigger == Trigger::bgsave ? "BGSAVE" : "AOF rewrite",
+                                           kDuringTimeout.count()));
       break;
     }
   }
@@ -159,8 +172,13 @@ void trigger_and_wait(const ScenarioSpec& spec, RedisInstance& primary, RedisIns
   const redis::InfoMap after = primary.info();
   if (spec.trigger == Trigger::replica_sync) {
     const int64_t full = info_int(after, "sync_full") - info_int(before, "sync_full");
+    const auto want = static_cast<int64_t>(replicas.size());
     if (full < 1) r.faults.push_back("the primary's sync_full did not grow: no FULLRESYNC happened");
-    if (full > 1) r.notes.push_back(fmt::format("the replica needed {} full syncs to come up", full));
+    else if (full < want)
+      r.faults.push_back(fmt::format("the primary's sync_full grew by {}, not by one per replica ({})", full, want));
+    if (full > want)
+      r.notes.push_back(want > 1 ? fmt::format("{} replicas needed {} full syncs to come up", want, full)
+                                 : fmt::format("the replica needed {} full syncs to come up", full));
   } else if (spec.trigger == Trigger::rewrite_aof) {
     if (info_int(after, "aof_rewrites") <= info_int(before, "aof_rewrites"))
       r.faults.push_back("aof_rewrites did not grow: the AOF rewrite did not happen");
@@ -196,6 +214,28 @@ std::string phase_at(const ScenarioResult& r, uint64_t ts) {
   return "between phases";
 }
 
+// A scale-out's replicas as the capture gave them to the forks: every replica the bench started,
+// once, online, its sync time positive.
+void check_scale_out(ScenarioResult& r) {
+  std::vector<std::string> served;
+  for (const auto& f : r.forks)
+    for (const auto& s : f.replicas) {
+      served.push_back(s.address);
+      if (s.outcome != correlate::ReplicaSync::Outcome::online)
+        r.faults.push_back(fmt::format("the capture saw the sync of {} end {}, not online", s.address,
+                                       correlate::outcome_name(s.outcome)));
+      else if (!s.sync_ms() || *s.sync_ms() <= 0)
+        r.faults.push_back(fmt::format("the capture gave {} no positive sync time", s.address));
+    }
+  std::sort(served.begin(), served.end());
+  auto started = r.replica_addresses;
+  std::sort(started.begin(), started.end());
+  if (served != started)
+    r.faults.push_back(
+        fmt::format("the capture's forks served {} replica sync(s) ({}), not the {} replicas started ({})",
+                    served.size(), fmt::join(served, " "), started.size(), fmt::join(started, " ")));
+}
+
 }  // namespace
 
 void read_capture(const std::filesystem::path& json_path, ScenarioResult& r) {
@@ -228,6 +268,12 @@ void read_capture(const std::filesystem::path& json_path, ScenarioResult& r) {
   for (const auto& [family, c] : families)
     r.probes += fmt::format("{}{}={}", r.probes.empty() ? "" : " ", family, tracer::mode_name(c->mode));
   if (capture.redis && capture.redis->reachable) r.disable_thp = capture.redis->disable_thp;
+  r.copied_bytes = capture.memory.copied_bytes;
+  if (capture.memory.cgroup) {
+    r.cgroup_usage_max_bytes = capture.memory.cgroup->usage_max_bytes;
+    r.cgroup_limit_bytes = capture.memory.cgroup->limit_bytes;
+  }
+  if (capture.replication) r.replication_buffer_peak_bytes = capture.replication->replication_buffer_peak_bytes;
 
   for (const auto& f : capture.forks) {
     ForkRecord k;
@@ -243,6 +289,7 @@ void read_capture(const std::filesystem::path& json_path, ScenarioResult& r) {
     k.fork_ns = f.fork_ts_ns;
     k.exit_ns = f.exit_ts_ns;
     k.phase = phase_at(r, k.fork_ns);
+    k.replicas = f.replicas;
     r.forks.push_back(std::move(k));
   }
 
@@ -259,7 +306,8 @@ void read_capture(const std::filesystem::path& json_path, ScenarioResult& r) {
     for (const auto& f : r.forks)
       if (f.reason != want)
         r.faults.push_back(fmt::format("the fork of child {} has reason {}, expected {}", f.child_pid, f.reason, want));
-    if (r.forks.size() > 1) r.notes.push_back(fmt::format("{} forks in one scenario (one expected)", r.forks.size()));
+    if (r.forks.size() > 1 && r.spec.replicas <= 1)
+      r.notes.push_back(fmt::format("{} forks in one scenario (one expected)", r.forks.size()));
     for (const auto& f : r.forks) {
       if (f.phase != "during")
         r.notes.push_back(fmt::format("the fork of child {} began in the {} phase, not during", f.child_pid, f.phase));
@@ -268,6 +316,7 @@ void read_capture(const std::filesystem::path& json_path, ScenarioResult& r) {
                                       static_cast<double>(f.exit_ns - r.done_ns) / 1e6));
     }
   }
+  if (r.spec.replicas > 1) check_scale_out(r);
   if (!r.spec.thp_mode.empty()) {
     if (r.system_thp_enabled != r.spec.thp_mode)
       r.faults.push_back(
@@ -317,23 +366,30 @@ void run_phases(const ScenarioSpec& spec, RunContext& ctx, ScenarioResult& r) {
   primary_args.insert(primary_args.end(),
                       {"--client-output-buffer-limit", "replica 0 0 0", "--repl-diskless-sync-delay", "0"});
   RedisInstance primary(base / "primary", primary_args);
-  std::unique_ptr<RedisInstance> replica;
+  std::vector<std::unique_ptr<RedisInstance>> replicas;
+  const std::function<std::string(size_t)> replica_name = [&](size_t i) {
+    return spec.replicas > 1 ? fmt::format("replica{}", i + 1) : std::string("replica");
+  };
   if (spec.trigger == Trigger::replica_sync)
-    replica = std::make_unique<RedisInstance>(base / "replica", std::vector<std::string>{});
+    for (size_t i = 0; i < spec.replicas; ++i) {
+      replicas.push_back(std::make_unique<RedisInstance>(base / replica_name(i), std::vector<std::string>{}));
+      r.replica_addresses.push_back(replicas.back()->address());
+    }
 
   // The servers' logs are evidence whatever happens next: copied before the servers go.
   struct CopyLogs {
     const RedisInstance& primary;
-    const RedisInstance* replica;
+    const std::vector<std::unique_ptr<RedisInstance>>& replicas;
+    std::function<std::string(size_t)> replica_name;
     std::filesystem::path to;
     std::string name;
     ~CopyLogs() {
       std::error_code ec;
       std::filesystem::create_directories(to, ec);
       copy_log(primary, to / (name + "-primary.log"));
-      if (replica) copy_log(*replica, to / (name + "-replica.log"));
+      for (size_t i = 0; i < replicas.size(); ++i) copy_log(*replicas[i], to / (name + "-" + replica_name(i) + ".log"));
     }
-  } copy_logs{primary, replica.get(), ctx.out_dir / "logs", spec.name};
+  } copy_logs{primary, replicas, replica_name, ctx.out_dir / "logs", spec.name};
 
   const loadgen::Dataset dataset(loadgen::DatasetOptions{.seed = o.seed, .keys = o.keys, .value_size = o.value_size});
   loadgen::ConnectionOptions conn;
@@ -363,7 +419,7 @@ void run_phases(const ScenarioSpec& spec, RunContext& ctx, ScenarioResult& r) {
       {
         LoadPhase during("during", lo);
         if (!sleep_unless(kTriggerSettle, ctx.interrupted)) throw Interrupted();
-        trigger_and_wait(spec, primary, replica.get(), during, r, ctx.interrupted);
+        trigger_and_wait(spec, primary, replicas, during, r, ctx.interrupted);
         add_phase(r, during.finish());
       }
       {
@@ -410,6 +466,23 @@ const std::vector<ScenarioSpec>& all_scenarios() {
                  {"--repl-diskless-sync", "yes"},
                  "",
                  "a fresh replica pulls a diskless full sync (repl-diskless-sync yes)"});
+    // A scale-out: three fresh replicas attach to the loaded primary at once.
+    v.push_back({"scale_out_disk",
+                 Trigger::replica_sync,
+                 false,
+                 "full_sync_disk",
+                 {"--repl-diskless-sync", "no"},
+                 "",
+                 "three fresh replicas attach at once, full syncs over disk (repl-diskless-sync no)",
+                 3});
+    v.push_back({"scale_out_diskless",
+                 Trigger::replica_sync,
+                 false,
+                 "full_sync_diskless",
+                 {"--repl-diskless-sync", "yes"},
+                 "",
+                 "three fresh replicas attach at once, diskless full syncs (repl-diskless-sync yes, delay 0)",
+                 3});
     v.push_back({"readonly_control",
                  Trigger::replica_sync,
                  true,
@@ -454,7 +527,8 @@ std::vector<ScenarioSpec> select_scenarios(const std::string& comma_list) {
       const bool hit = word == s.name || word == "all" ||
                        (word == "aof_rewrite" && s.trigger == Trigger::rewrite_aof) ||
                        (word == "thp_ab" && !s.thp_mode.empty()) ||
-                       (word == "full_sync" && s.trigger == Trigger::replica_sync && !s.read_only);
+                       (word == "full_sync" && s.trigger == Trigger::replica_sync && !s.read_only && s.replicas == 1) ||
+                       (word == "scale_out" && s.replicas > 1);
       if (hit) chosen[i] = matched = true;
     }
     if (!matched) {
@@ -462,7 +536,7 @@ std::vector<ScenarioSpec> select_scenarios(const std::string& comma_list) {
       for (const auto& s : all_scenarios()) names += s.name + ", ";
       throw UsageError(
           fmt::format("--scenarios: unknown scenario '{}' (known: {}and the groups full_sync, "
-                      "aof_rewrite, thp_ab, all)",
+                      "scale_out, aof_rewrite, thp_ab, all)",
                       word, names));
     }
   }

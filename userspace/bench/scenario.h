@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "correlate/replicas.h"
 #include "loadgen/loadgen.h"
 #include "redis/parse.h"
 
@@ -34,6 +35,8 @@ struct ForkRecord {
   uint64_t fork_ns = 0;
   uint64_t exit_ns = 0;  // 0 when the child outlived the capture
   std::string phase;     // the phase the fork began in
+  // The replicas' full syncs the capture gave this fork (INFO replication, polled every 100 ms).
+  std::vector<correlate::ReplicaSync> replicas;
 };
 
 struct ScenarioResult {
@@ -47,6 +50,10 @@ struct ScenarioResult {
   // The during phase as Redis state bounds it: the trigger command, the replica's link up (full
   // syncs only) and the end condition (link up and fork child gone / rewrite or save finished).
   uint64_t trigger_ns = 0, link_up_ns = 0, done_ns = 0;
+  // Per replica, in the order they were started: its address and when its own master_link_status
+  // turned up (polled every 10 ms; link_up_ns is the last of them). Full syncs only.
+  std::vector<std::string> replica_addresses;
+  std::vector<uint64_t> replica_link_up_ns;
 
   // From the capture's JSON.
   std::string system_thp_enabled, system_thp_defrag;
@@ -54,6 +61,10 @@ struct ScenarioResult {
   uint64_t anon_huge_pages_kb_max = 0, rss_kb_max = 0;
   uint64_t dropped_events = 0;
   std::string probes;  // "fork=tp_btf cow_fault=..." as the capture chose them
+  // The capture's memory and replication figures: copy-on-write copies of the fork windows, the
+  // replication buffers' peak (mem_total_replication_buffers), the memory cgroup's highest usage.
+  uint64_t copied_bytes = 0, replication_buffer_peak_bytes = 0;
+  std::optional<uint64_t> cgroup_usage_max_bytes, cgroup_limit_bytes;
   // From INFO.
   std::string disable_thp;
   redis::InfoMap info_after_load, info_end;

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "bench/results.h"
@@ -83,6 +84,50 @@ void full_sync_sentences(std::string& out, const std::vector<ScenarioResult>& re
                        first_fork(r) ? first_fork(r)->cow_faults : 0);
   }
   if (d && l) out += fmt::format("Diskless against disk: p99.9 {} µs against {} µs.", u(l->p99_9_ns), u(d->p99_9_ns));
+  out += "\n\n";
+}
+
+std::string mib(uint64_t bytes) { return fmt::format("{:.1f}", static_cast<double>(bytes) / 1048576.0); }
+
+// "a, b and c" of the replicas each fork served, in fork order: "3" for one fork serving all three.
+std::string replicas_per_fork(const ScenarioResult& r) {
+  std::string out;
+  for (const auto& f : r.forks) out += fmt::format("{}{}", out.empty() ? "" : " + ", f.replicas.size());
+  return out.empty() ? "none" : out;
+}
+
+void scale_out_sentences(std::string& out, const std::vector<ScenarioResult>& results) {
+  const auto* disk = find(results, "scale_out_disk");
+  const auto* diskless = find(results, "scale_out_diskless");
+  if (!disk && !diskless) return;
+  const auto base = latency(find(results, "steady"), "steady");
+  out += "**Scale-out: three fresh replicas at once.** ";
+  for (const auto& [r, what] : {std::pair{disk, "over disk"}, std::pair{diskless, "diskless"}}) {
+    if (!r) continue;
+    double lo = 0, hi = 0;
+    size_t n = 0;
+    for (const auto& f : r->forks)
+      for (const auto& x : f.replicas)
+        if (const auto ms = x.sync_ms()) {
+          lo = n ? std::min(lo, *ms) : *ms;
+          hi = n ? std::max(hi, *ms) : *ms;
+          ++n;
+        }
+    const auto d = latency(r, "during");
+    out += fmt::format(
+        "{}: {} fork(s) serving {} replica(s) (per fork: {}), each replica {} ms from its request to "
+        "online; {:.2f} s from REPLICAOF to the last link up",
+        what, r->forks.size(), n, replicas_per_fork(*r), n ? fmt::format("{:.0f}–{:.0f}", lo, hi) : std::string("n/a"),
+        r->during_s());
+    if (d) {
+      out += fmt::format("; the primary's p99.9 {} µs during the syncs", u(d->p99_9_ns));
+      if (base) out += fmt::format(" ({} of steady)", ratio(d->p99_9_ns, base->p99_9_ns));
+      out += sample_warning(d);
+    }
+    out += fmt::format("; RSS peak {:.0f} MB, {} MB copied on write, replication buffers peak {} MB. ",
+                       static_cast<double>(r->rss_kb_max) / 1024.0, mib(r->copied_bytes),
+                       mib(r->replication_buffer_peak_bytes));
+  }
   out += "\n\n";
 }
 
@@ -173,7 +218,9 @@ void scenario_tables(std::string& out, const ScenarioResult& r) {
   if (r.trigger_ns) {
     out += fmt::format(" During phase: {:.2f} s from the trigger to Redis's end condition", r.during_s());
     if (r.link_up_ns)
-      out += fmt::format(" (replica link up after {:.2f} s)", static_cast<double>(r.link_up_ns - r.trigger_ns) / 1e9);
+      out += fmt::format(" ({} link up after {:.2f} s)",
+                         r.replica_link_up_ns.size() > 1 ? "the last replica's" : "replica",
+                         static_cast<double>(r.link_up_ns - r.trigger_ns) / 1e9);
     out += ".";
   }
   out +=
@@ -207,13 +254,40 @@ void scenario_tables(std::string& out, const ScenarioResult& r) {
   } else {
     out += "No fork.\n\n";
   }
+  if (std::any_of(r.forks.begin(), r.forks.end(), [](const ForkRecord& f) { return !f.replicas.empty(); })) {
+    out +=
+        "| fork | replica | joined | states (ms after its request, INFO polled every 100 ms) | sync ms | outcome | "
+        "link up s after REPLICAOF |\n|---|---|---|---|---|---|---|\n";
+    for (const auto& f : r.forks)
+      for (const auto& x : f.replicas) {
+        std::string states;
+        for (const auto& st : x.states)
+          states += fmt::format("{}{} {:.0f}", states.empty() ? "" : ", ", st.state,
+                                static_cast<double>(st.first_seen_ns - x.first_seen_ns) / 1e6);
+        std::string link_up = "-";
+        for (size_t i = 0; i < r.replica_addresses.size() && i < r.replica_link_up_ns.size(); ++i)
+          if (r.replica_addresses[i] == x.address && r.replica_link_up_ns[i] > r.trigger_ns)
+            link_up = fmt::format("{:.2f}", static_cast<double>(r.replica_link_up_ns[i] - r.trigger_ns) / 1e9);
+        out += fmt::format(
+            "| {} | {} | {} | {} | {} | {} | {} |\n", f.child_pid, x.address, correlate::joined_name(x.joined), states,
+            x.sync_ms() ? fmt::format("{:.0f}", *x.sync_ms()) : "-", correlate::outcome_name(x.outcome), link_up);
+      }
+    out += "\n";
+  }
   out += fmt::format(
       "Memory: RSS max {:.0f} MB, AnonHugePages max {} kB, rdb_last_cow_size {} MB, aof_last_cow_size {} MB; THP `{}` "
-      "(process THP {}), disable-thp {}.\n\n",
+      "(process THP {}), disable-thp {}.",
       static_cast<double>(r.rss_kb_max) / 1024.0, r.anon_huge_pages_kb_max, mb("rdb_last_cow_size"),
       mb("aof_last_cow_size"), r.system_thp_enabled,
       r.process_thp_enabled ? (*r.process_thp_enabled ? "on" : "off") : "?",
       r.disable_thp.empty() ? "?" : r.disable_thp);
+  out += fmt::format(" Copied on write in the fork windows {} MB", mib(r.copied_bytes));
+  if (r.replication_buffer_peak_bytes)
+    out += fmt::format(", replication buffers peak {} MB", mib(r.replication_buffer_peak_bytes));
+  if (r.cgroup_usage_max_bytes)
+    out += fmt::format(", memory cgroup usage max {} MB{}", mib(*r.cgroup_usage_max_bytes),
+                       r.cgroup_limit_bytes ? fmt::format(" of {} MB", mib(*r.cgroup_limit_bytes)) : "");
+  out += ".\n\n";
   for (const auto& f : r.faults) out += fmt::format("- **fault:** {}\n", f);
   for (const auto& n : r.notes) out += fmt::format("- note: {}\n", n);
   if (!r.faults.empty() || !r.notes.empty()) out += "\n";
@@ -267,6 +341,7 @@ std::string summary_markdown(const BenchOptions& o, const RunInfo& info, const s
 
   out += "## What this run shows\n\n";
   full_sync_sentences(out, results);
+  scale_out_sentences(out, results);
   control_sentences(out, results);
   aof_sentences(out, results);
   thp_sentences(out, results);
@@ -278,8 +353,9 @@ std::string summary_markdown(const BenchOptions& o, const RunInfo& info, const s
   out += "## Scenarios\n\n";
   for (const auto& r : results) scenario_tables(out, r);
   out +=
-      "Files: latency_percentiles.csv, latency_timeline.csv (100 ms rows), fork_and_mem.csv, run_metadata.csv, "
-      "latency_timeline.svg (probe p99 and max over time, the during phase tinted, fork windows shaded), "
+      "Files: latency_percentiles.csv, latency_timeline.csv (100 ms rows), fork_and_mem.csv, replica_syncs.csv, "
+      "run_metadata.csv, latency_timeline.svg (probe p99 and max over time, the during phase tinted, fork windows "
+      "shaded, replicas' link up marked), "
       "captures/<scenario>.json (the capture's report), logs/ (redis-server logs).\n";
   return out;
 }

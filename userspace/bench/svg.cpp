@@ -1,6 +1,6 @@
 // latency_timeline.svg, written by hand (no plotting dependency): one panel per scenario, probe
 // p99 and max per 100 ms interval on a log scale, the during phase tinted, each fork window
-// (fork to child exit, from the capture) shaded.
+// (fork to child exit, from the capture) shaded, each replica's link up marked.
 
 #include <fmt/format.h>
 
@@ -131,6 +131,16 @@ void panel(std::string& out, const ScenarioResult& r, double top) {
     out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"forklabel\">fork: {}</text>\n", x0 + 3, top + 12,
                        escape(f.reason));
   }
+  // Each replica's link up (its own master_link_status, the bench's poll): when it came online.
+  for (size_t i = 0; i < r.replica_link_up_ns.size(); ++i) {
+    if (!r.replica_link_up_ns[i]) continue;
+    const double xu = x(t_of(r.replica_link_up_ns[i]));
+    out += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" class=\"online\"/>\n", xu,
+                       top, bottom);
+    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"onlinelabel\">{}up</text>\n", xu + 2,
+                       top + 24 + 11 * static_cast<double>(i),
+                       r.replica_link_up_ns.size() > 1 ? fmt::format("replica {} ", i + 1) : std::string("replica "));
+  }
   // Decade grid and labels.
   for (double v = y_lo; v <= y_hi * 1.001; v *= 10) {
     out += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" class=\"grid\"/>\n", kLeft,
@@ -179,6 +189,8 @@ std::string timeline_svg(const std::vector<ScenarioResult>& results) {
       ".xlabel{text-anchor:middle;fill:#444;font-size:10px}\n"
       ".p99{fill:none;stroke:#1f77b4;stroke-width:1.6}\n"
       ".max{fill:none;stroke:#d62728;stroke-width:0.9;opacity:0.8}\n"
+      ".online{stroke:#2ca02c;stroke-width:1.4}\n"
+      ".onlinelabel{fill:#1b6e1b;font-size:10px}\n"
       "</style>\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"#fafafa\"/>\n";
   out += fmt::format(
@@ -193,9 +205,11 @@ std::string timeline_svg(const std::vector<ScenarioResult>& results) {
       "<rect x=\"{8}\" y=\"{9}\" width=\"18\" height=\"10\" class=\"during\"/><text x=\"{10}\" y=\"{4}\">during "
       "phase (Redis state)</text>\n"
       "<rect x=\"{11}\" y=\"{9}\" width=\"18\" height=\"10\" class=\"fork\"/><text x=\"{12}\" y=\"{4}\">fork child "
-      "alive (tracer)</text>\n",
+      "alive (tracer)</text>\n"
+      "<line x1=\"{13}\" x2=\"{13}\" y1=\"{9}\" y2=\"{14}\" class=\"online\"/><text x=\"{15}\" y=\"{4}\">replica "
+      "link up</text>\n",
       kLeft, kLeft + 24, ly, kLeft + 28, ly + 4, kLeft + 70, kLeft + 94, kLeft + 98, kLeft + 140, ly - 5, kLeft + 162,
-      kLeft + 330, kLeft + 352);
+      kLeft + 330, kLeft + 352, kLeft + 480, ly + 5, kLeft + 486);
   for (size_t i = 0; i < results.size(); ++i)
     panel(out, results[i], kTop + 24 + static_cast<double>(i) * (kPanelHeight + kPanelGap));
   if (results.empty()) out += fmt::format("<text x=\"{}\" y=\"{}\">no scenario finished</text>\n", kLeft, kTop + 40);
