@@ -209,7 +209,7 @@ std::string timeline_svg(const std::vector<ScenarioResult>& results) {
       "<line x1=\"{13}\" x2=\"{13}\" y1=\"{9}\" y2=\"{14}\" class=\"online\"/><text x=\"{15}\" y=\"{4}\">replica "
       "link up</text>\n",
       kLeft, kLeft + 24, ly, kLeft + 28, ly + 4, kLeft + 70, kLeft + 94, kLeft + 98, kLeft + 140, ly - 5, kLeft + 162,
-      kLeft + 330, kLeft + 352, kLeft + 480, ly + 5, kLeft + 486);
+      kLeft + 330, kLeft + 352, kLeft + 520, ly + 5, kLeft + 526);
   for (size_t i = 0; i < results.size(); ++i)
     panel(out, results[i], kTop + 24 + static_cast<double>(i) * (kPanelHeight + kPanelGap));
   if (results.empty()) out += fmt::format("<text x=\"{}\" y=\"{}\">no scenario finished</text>\n", kLeft, kTop + 40);
