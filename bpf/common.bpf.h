@@ -38,6 +38,24 @@ struct {
 	__type(value, struct thptrace_hot);
 } hot SEC(".maps") __weak;
 
+/* Per-CPU fault counters of the hot lines' owners (struct thptrace_pcpu): pcpu_regions regions of
+ * pcpu_slots entries, region r holding CPU r's. A plain array rather than a per-CPU map so that the
+ * fork programs can read every CPU's copy (bpf_map_lookup_percpu_elem needs Linux 5.19), and
+ * mmapped by userspace, which sums them. Sized by userspace before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct thptrace_pcpu);
+} pcpu SEC(".maps") __weak;
+
+/* Set by userspace before load: the regions (CPUs, at most THPTRACE_MAX_CPUS) and the entries per
+ * region (hot-line owners at once: the targets map's size) of the pcpu map. Read-only data, so the
+ * verifier knows their values and walks the loop over regions exactly that many times. */
+const volatile __u32 pcpu_regions __weak = 1;
+const volatile __u32 pcpu_slots __weak = 1;
+
 /* Discrete events to userspace; its size is set by userspace before load. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -218,6 +236,41 @@ static __always_inline bool maybe_watched(__u32 tgid)
 	struct thptrace_hot *h = hot_of(tgid);
 
 	return h && (h->tgid == tgid || h->slow);
+}
+
+/* This CPU's counters of a line's owner; NULL only if userspace sized the map wrong. */
+static __always_inline struct thptrace_pcpu *pcpu_of(const struct thptrace_hot *h)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	__u32 region = cpu < pcpu_regions ? cpu : cpu % pcpu_regions;
+	__u32 key = region * pcpu_slots + h->pcpu_slot;
+
+	return bpf_map_lookup_elem(&pcpu, &key);
+}
+
+/* Adds mul times the sum over every CPU of a line owner's counters (pcpu_slot) to an episode's
+ * fault counters: mul = -1 at fork, 1 at the child's exit, which leaves the faults between the two.
+ * Not atomic across CPUs, and need not be: each CPU's counter is read once at each end, so a fault
+ * that races the read is counted either before or after, never twice or not at all. Plain stores
+ * into the episode: for a line owner's episode only the fork and the closing program write these
+ * fields. */
+static __always_inline void episode_add_pcpu(struct thptrace_episode *ep, __u32 pcpu_slot,
+					     __u64 mul)
+{
+	for (__u32 r = 0; r < pcpu_regions && r < THPTRACE_MAX_CPUS; r++) {
+		__u32 key = r * pcpu_slots + pcpu_slot;
+		struct thptrace_pcpu *p = bpf_map_lookup_elem(&pcpu, &key);
+
+		if (!p)
+			break;
+		ep->cow_faults += mul * p->cow_faults;
+		ep->huge_cow_faults += mul * p->huge_cow_faults;
+		ep->thp_splits += mul * p->thp_splits;
+		ep->fault_ns_total += mul * p->fault_ns_total;
+		ep->fault_ns_count += mul * p->fault_ns_count;
+		_Pragma("unroll") for (int i = 0; i < THPTRACE_LAT_SLOTS; i++) ep->fault_lat[i] +=
+		    mul * p->fault_lat[i];
+	}
 }
 
 static __always_inline __u32 log2_slot(__u64 v)

@@ -81,13 +81,33 @@ static __always_inline int wp_enter(enum start_kind kind)
 static __always_inline int wp_exit(enum start_kind kind, long ret)
 {
 	__u64 begin = start_take(kind);
-	__u64 ns;
 	bool huge = kind == START_HUGE_WP_FAULT;
+	bool split = huge && (ret & VM_FAULT_FALLBACK_BIT);
+	__u32 tgid = current_tgid();
+	struct thptrace_hot *h;
+	struct thptrace_pcpu *p;
+	__u64 ns;
 
 	if (!begin)
 		return 0;
 	ns = bpf_ktime_get_ns() - begin;
-	count_fault(current_tgid(), ns ? ns : 1, huge, huge && (ret & VM_FAULT_FALLBACK_BIT));
+	ns = ns ? ns : 1;
+	h = hot_of(tgid);
+	if (!h || h->tgid != tgid) {
+		count_fault(tgid, ns, huge, split);
+		return 0;
+	}
+	/* A line owner: this CPU's counters, whatever the number of threads faulting at once. */
+	p = pcpu_of(h);
+	if (!p)
+		return 0;
+	if (!split)
+		__sync_fetch_and_add(&p->cow_faults, 1);
+	if (huge)
+		__sync_fetch_and_add(&p->huge_cow_faults, 1);
+	if (split)
+		__sync_fetch_and_add(&p->thp_splits, 1);
+	add_latency(p->fault_lat, &p->fault_ns_total, &p->fault_ns_count, ns);
 	return 0;
 }
 
@@ -117,11 +137,16 @@ int BPF_PROG(huge_wp_fexit, struct vm_fault *vmf, long ret)
 
 /* ---- fallback: the page_fault_user and page_fault_kernel tracepoints ---- */
 
-/* Runs on every user page fault of the machine, so the common cases touch one cache line: a
- * process that is not watched reads its hot line and leaves; a target that owns its line adds one
- * there (its live episodes are counted by difference, in the fork programs), with no hash lookup. */
+/* Runs on every user page fault of the machine, so the common cases touch little memory: a process
+ * that is not watched reads its hot line and leaves; a target that owns its line adds one to its
+ * counter on this CPU (its live episodes are counted by difference, in the fork programs), with no
+ * hash lookup and no cache line shared with the target's threads on other CPUs. The add is atomic
+ * although the line is this CPU's: a tracepoint program can be preempted (it runs with migration,
+ * not preemption, disabled on preemptible kernels), and another thread of the target on this CPU
+ * could then add in between; a locked add on a line no other core holds costs a few cycles. */
 static __always_inline int on_user_fault(unsigned long error_code)
 {
+	struct thptrace_pcpu *p;
 	struct thptrace_hot *h;
 	__u32 tgid;
 
@@ -136,7 +161,9 @@ static __always_inline int on_user_fault(unsigned long error_code)
 			count_fault(tgid, 0, false, false);
 		return 0;
 	}
-	__sync_fetch_and_add(&h->cow_faults, 1);
+	p = pcpu_of(h);
+	if (p)
+		__sync_fetch_and_add(&p->cow_faults, 1);
 	return 0;
 }
 

@@ -93,15 +93,18 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 		struct thptrace_episode *mine = bpf_map_lookup_elem(&episodes, &cpid);
 
 		/* The child's faults are looked up in the hash maps; the parent's, when it owns its
-		 * line, are counted there, and this episode's are those after now. The child cannot
-		 * run, let alone exit, before this returns: the tracepoint fires before
-		 * wake_up_new_task(). */
+		 * line, are counted in its per-CPU counters, and this episode's are those after
+		 * now. The child cannot run, let alone exit, before this returns: the tracepoint
+		 * fires before wake_up_new_task(). */
 		if (ch)
 			__sync_fetch_and_add(&ch->slow, 1);
-		if (mine)
+		if (mine) {
 			mine->tracked = 1;
-		if (h && h->tgid == ptgid)
-			h->slot_base[slot & (THPTRACE_MAX_ACTIVE - 1)] = h->cow_faults;
+			if (h && h->tgid == ptgid) {
+				episode_add_pcpu(mine, h->pcpu_slot, (__u64)-1);
+				mine->based = 1;
+			}
+		}
 	}
 
 	{
@@ -156,6 +159,24 @@ static __always_inline void close_episode(__u32 pid)
 	if (bpf_map_update_elem(&closed, &ck, &one, BPF_NOEXIST))
 		return;
 	ptgid = ep->parent_tgid;
+	/* A line owner's faults since the fork become the episode's, before exit_ts_ns says it is
+	 * closed (userspace adds the sums itself to an episode that is based and not closed). When
+	 * the parent no longer owns its line (unwatched meanwhile) its counters are gone: the
+	 * parent-side counts are lost rather than wrong. */
+	if (ep->based) {
+		h = hot_of(ptgid);
+		if (h && h->tgid == ptgid && bpf_map_lookup_elem(&targets, &ptgid)) {
+			episode_add_pcpu(ep, h->pcpu_slot, 1);
+		} else {
+			ep->cow_faults = 0;
+			ep->huge_cow_faults = 0;
+			ep->thp_splits = 0;
+			ep->fault_ns_total = 0;
+			ep->fault_ns_count = 0;
+			__builtin_memset(ep->fault_lat, 0, sizeof(ep->fault_lat));
+		}
+		ep->based = 0;
+	}
 	ep->exit_ts_ns = bpf_ktime_get_ns();
 	/* Give back the child's slow-path reference whether or not the parent is still watched: a
 	 * parent unwatched while its child lives would otherwise leave the child's line slow. */
@@ -172,12 +193,8 @@ static __always_inline void close_episode(__u32 pid)
 		}
 	}
 	if (tgt && slot >= 0) {
-		/* A line owner's faults since the fork become the episode's. Then free the slot, not
-		 * before: a fork claiming it overwrites its base. A plain store: this thread alone
-		 * closes the episode, and the slot holds our pid until then. */
-		h = hot_of(ptgid);
-		if (h && h->tgid == ptgid)
-			ep->cow_faults += h->cow_faults - h->slot_base[slot & (THPTRACE_MAX_ACTIVE - 1)];
+		/* A plain store: this thread alone closes the episode, and the slot holds our pid
+		 * until then. */
 		tgt->active[slot & (THPTRACE_MAX_ACTIVE - 1)] = 0;
 	}
 	e = event_reserve(EV_CHILD_EXIT, ptgid, pid);

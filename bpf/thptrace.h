@@ -18,6 +18,9 @@
 #define THPTRACE_HOT_CLAIMING 0xffffffffu
 /* log2 buckets of per-fault latency in ns (fentry mode only): bucket i holds [2^i, 2^(i+1)) ns. */
 #define THPTRACE_LAT_SLOTS 32
+/* CPUs with their own fault counters (struct thptrace_pcpu); a CPU numbered above shares a region
+ * (cpu % regions), which atomic adds keep exact, only no longer uncontended. */
+#define THPTRACE_MAX_CPUS 1024
 
 enum thptrace_reason {
 	REASON_UNKNOWN = 0,
@@ -76,7 +79,9 @@ struct thptrace_episode {
 	__u32 redis_ctx;            /* enum thptrace_redis_ctx bits seen at fork time */
 	__u32 tracked;              /* 1 when the fork took an active slot (and a slow-path reference on
 				     * the child's hot line), which closing the episode gives back */
-	__u32 pad0;
+	__u32 based;                /* 1 while the fault counters below hold minus the parent's per-CPU
+				     * sums at fork (the parent owns its hot line): the episode's own
+				     * count is that plus the sums now; closing the episode adds them */
 	__u64 fork_ts_ns;           /* sched_process_fork, CLOCK_MONOTONIC */
 	__u64 exit_ts_ns;           /* child exit; 0 while alive */
 	__u64 clone_start_ns;       /* clone syscall entry in the parent; 0 when not seen */
@@ -116,18 +121,31 @@ struct thptrace_target {
 	__u64 fault_lat[THPTRACE_LAT_SLOTS];
 };
 
-/* One cache line per watched tgid, the only memory a write fault of a watched process touches in
- * the tracepoint modes (each map the fault programs read costs a cache and TLB miss per fault).
- * Userspace claims and releases lines through an mmap of the map. A fault adds one to cow_faults
- * and nothing else: an episode's count is the difference between cow_faults at its child's exit and
- * at its fork, which the fork programs keep in slot_base. */
+/* One cache line per watched tgid, read (not written) by every write fault of the machine in the
+ * tracepoint modes and by every wp fault in fentry mode. Userspace claims and releases lines
+ * through an mmap of the map. The owner's fault counters are per CPU, in the pcpu map (struct
+ * thptrace_pcpu): a fault adds to its CPU's copy, so the threads of a target on different cores
+ * never write to the same cache line. An episode's count is the difference of their sums at its
+ * child's exit and at its fork, which the fork programs take (thptrace_episode.based). */
 struct thptrace_hot {
 	__u32 tgid;        /* the target counted here; 0 = free, THPTRACE_HOT_CLAIMING while set up */
 	__u32 slow;        /* other watched tgids with this index (fork children, collisions): when
 			    * non-zero, a fault by a tgid that does not own the line looks in the hash maps */
-	__u64 cow_faults;  /* the owner's write faults on present pages (tracepoint modes) */
-	__u64 slot_base[THPTRACE_MAX_ACTIVE]; /* cow_faults when the episode in active[i] began */
-	__u64 spare[2];
+	__u32 pcpu_slot;   /* the owner's counters: entry region * slots + pcpu_slot of the pcpu map */
+	__u32 pad;
+	__u64 spare[6];
+};
+
+/* A line owner's fault counters on one CPU (pcpu map: one region of `slots` entries per CPU). Only
+ * that CPU adds to them; userspace and the fork programs sum the regions. */
+struct thptrace_pcpu {
+	__u64 cow_faults;      /* write faults on present pages (huge ones that split count once) */
+	__u64 huge_cow_faults; /* fentry: do_huge_pmd_wp_page */
+	__u64 thp_splits;      /* fentry: huge COW faults that split the PMD */
+	__u64 fault_ns_total;  /* fentry: time in the wp handlers */
+	__u64 fault_ns_count;
+	__u64 pad[3];
+	__u64 fault_lat[THPTRACE_LAT_SLOTS];
 };
 
 static inline __u32 thptrace_hot_index(__u32 tgid)

@@ -46,12 +46,14 @@ std::vector<std::string> capture_args(pid_t pid, int seconds, const std::string&
 }
 
 // by_read: the parent fills the pages with read() from /dev/zero, so every copy is made by the kernel.
-Capture capture_workload(bool thp, bool force_fallback, bool by_read = false) {
+// threads > 1: that many threads of the parent share the writes.
+Capture capture_workload(bool thp, bool force_fallback, bool by_read = false, int threads = 1) {
   Capture c;
   const std::string dir = make_temp_dir("thptrace-cow-");
   const std::string json = dir + "/report.json";
   std::vector<std::string> args = {workload_bin(), std::to_string(kPages), std::to_string(kChildMs), thp ? "thp" : "4k"};
   if (by_read) args.push_back("read");
+  if (threads > 1) args.push_back("threads=" + std::to_string(threads));
   Process work(args);
   const auto ready = work.wait_stdout_line("ready", 20s);
   EXPECT_TRUE(ready) << work.err();
@@ -178,6 +180,38 @@ TEST(Cow, KnownPagesHugeDefaultMode) {
 TEST(Cow, KnownPagesHugeForcedFallback) {
   REQUIRE_BPF();
   expect_known_answer(capture_workload(true, true), true, true);
+}
+
+// The parent's writes from two threads at once, on two CPUs: the fault programs count on each CPU's
+// own counters (a target's threads share no cache line), and the episode, whose count is the
+// difference of their sums at the child's exit and at its fork, still gets every fault: N, plus the
+// few stack and libc pages the threads write after the fork.
+void expect_threads_known_answer(bool force_fallback) {
+  const auto c = capture_workload(false, force_fallback, false, 2);
+  expect_known_answer(c, false, force_fallback);
+  ASSERT_EQ(c.report["forks"].size(), 1u);
+  const auto n = c.report["forks"][0]["cow_faults"].get<uint64_t>();
+  EXPECT_GE(n, kPages) << c.report.dump(2);
+  EXPECT_LE(n, kPages + 64) << c.report.dump(2);
+}
+
+bool in_guest() {
+  const char* vm = std::getenv("THPTRACE_VM");
+  return vm && std::string(vm) == "1";
+}
+
+// In the kernel-matrix guests only where the fentry path is taken (6.1, 6.12): the tracepoint paths
+// are the host's (CI time).
+TEST(Cow, KnownPagesTwoWriterThreadsDefaultMode) {
+  REQUIRE_BPF();
+  if (in_guest() && !expect_fentry()) GTEST_SKIP() << "the tracepoint path runs on the host";
+  expect_threads_known_answer(false);
+}
+
+TEST(Cow, KnownPagesTwoWriterThreadsForcedFallback) {
+  REQUIRE_BPF();
+  if (in_guest()) GTEST_SKIP() << "the forced fallback runs on the host";
+  expect_threads_known_answer(true);
 }
 
 // Write faults from two threads at once, at the highest rate the machine takes them (millions per

@@ -3,7 +3,7 @@
  * to each of the N pages in the parent: exactly N copy-on-write faults on present pages (plus the
  * handful of stack and libc pages the parent touches after fork).
  *
- * usage: dirty_after_fork PAGES CHILD_MS [thp|4k] [timing] [read]
+ * usage: dirty_after_fork PAGES CHILD_MS [thp|4k] [timing] [read] [threads=T]
  * With "thp" the region is 2 MiB aligned and madvise(MADV_HUGEPAGE)d. With "read" the parent does
  * not write the pages itself: it read()s one page from /dev/zero into each, so the kernel takes each
  * copy-on-write fault in kernel mode (copy_to_user), as when Redis reads a query into a buffer it
@@ -11,20 +11,44 @@
  * parent saw it) and "done" when the child has been reaped. With "timing" it also prints "dirty_ns N",
  * the CLOCK_MONOTONIC time of the parent's dirty loop, as soon as the loop ends, and first touches
  * and frees as much memory as the copies will take, then says "warm" and waits for a second line
- * before it forks (tests/bench/bpf_cost.sh). */
+ * before it forks (tests/bench/bpf_cost.sh). With "threads=T" (T > 1) T threads of the parent, started
+ * before the fork and waiting on a barrier, each dirty a contiguous share of the pages after it: the
+ * same N faults, taken on as many CPUs at once as the machine gives. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define PAGE 4096UL
 #define HUGE (2UL << 20)
+#define MAX_THREADS 256
+
+static char *buf;
+static size_t pages;
+static long threads = 1;
+static pthread_barrier_t start_line;
+
+/* One writer's share of the pages: [pages * t / threads, pages * (t + 1) / threads). */
+static void dirty_share(long t)
+{
+	for (size_t i = pages * t / threads; i < pages * (t + 1) / threads; i++)
+		buf[i * PAGE] = 2;
+}
+
+static void *writer(void *arg)
+{
+	pthread_barrier_wait(&start_line);
+	dirty_share((long)arg);
+	return NULL;
+}
 
 int main(int argc, char **argv)
 {
@@ -32,13 +56,19 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s PAGES CHILD_MS [thp]\n", argv[0]);
 		return 2;
 	}
-	size_t pages = strtoul(argv[1], NULL, 10);
+	pages = strtoul(argv[1], NULL, 10);
 	long child_ms = strtol(argv[2], NULL, 10);
 	int thp = 0, timing = 0, by_read = 0;
 	for (int i = 3; i < argc; i++) {
 		thp |= strcmp(argv[i], "thp") == 0;
 		timing |= strcmp(argv[i], "timing") == 0;
 		by_read |= strcmp(argv[i], "read") == 0;
+		if (strncmp(argv[i], "threads=", 8) == 0)
+			threads = strtol(argv[i] + 8, NULL, 10);
+	}
+	if (threads < 1 || threads > MAX_THREADS || (threads > 1 && by_read)) {
+		fprintf(stderr, "%s: threads=T takes 1 to %d and does not go with read\n", argv[0], MAX_THREADS);
+		return 2;
 	}
 	size_t len = pages * PAGE;
 
@@ -48,7 +78,7 @@ int main(int argc, char **argv)
 		perror("mmap");
 		return 1;
 	}
-	char *buf = (char *)(((uintptr_t)raw + HUGE - 1) & ~(HUGE - 1));
+	buf = (char *)(((uintptr_t)raw + HUGE - 1) & ~(HUGE - 1));
 	/* The 4 KiB variant opts out so that THP `always` (the kernel-matrix guest) cannot change it. */
 	if (madvise(buf, len, thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0) {
 		perror("madvise");
@@ -87,6 +117,22 @@ int main(int argc, char **argv)
 		if (!fgets(line, sizeof line, stdin))
 			return 1;
 	}
+	/* The writers start now, so that no thread creation (stack, TLS, libc state) happens after the
+	 * fork; they wait for the main thread at the barrier. */
+	pthread_t writers[MAX_THREADS];
+	if (threads > 1) {
+		/* Under THP `always` khugepaged may collapse a writer's stack into a huge page, whose
+		 * first write after the fork then splits it: no THP for the 4 KiB variant's process. */
+		if (!thp)
+			prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
+		pthread_barrier_init(&start_line, NULL, (unsigned)threads + 1);
+		for (long t = 0; t < threads; t++) {
+			if (pthread_create(&writers[t], NULL, writer, (void *)t) != 0) {
+				fprintf(stderr, "%s: cannot start writer threads\n", argv[0]);
+				return 1;
+			}
+		}
+	}
 	/* The child lives CHILD_MS and, on a host so busy that the parent's loop takes longer, until the
 	 * parent has dirtied every page (it closes the pipe then): the answer stays N on any machine. */
 	int done_pipe[2];
@@ -113,12 +159,18 @@ int main(int argc, char **argv)
 	close(done_pipe[0]);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (size_t i = 0; i < len; i += PAGE) {
-		if (!by_read) {
-			buf[i] = 2;
-		} else if (read(zero, buf + i, PAGE) != (ssize_t)PAGE) {
-			perror("read");
-			return 1;
+	if (threads > 1) {
+		pthread_barrier_wait(&start_line);
+		for (long t = 0; t < threads; t++)
+			pthread_join(writers[t], NULL);
+	} else if (!by_read) {
+		dirty_share(0);
+	} else {
+		for (size_t i = 0; i < len; i += PAGE) {
+			if (read(zero, buf + i, PAGE) != (ssize_t)PAGE) {
+				perror("read");
+				return 1;
+			}
 		}
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -14,4 +14,6 @@ static_assert(sizeof(thptrace_target) == 4 * THPTRACE_MAX_ACTIVE + 8 * 14 + 8 * 
 static_assert(offsetof(thptrace_event, episode) == 48, "event layout");
 static_assert(sizeof(thptrace_event) == 48 + sizeof(thptrace_episode), "event layout");
 static_assert(sizeof(thptrace_hot) == 64, "hot line layout: one cache line");
+static_assert(sizeof(thptrace_pcpu) == 64 + 8 * THPTRACE_LAT_SLOTS, "per-CPU counters: whole cache lines");
+static_assert(offsetof(thptrace_pcpu, fault_lat) == 64, "per-CPU counters layout");
 static_assert((THPTRACE_HOT_LINES & (THPTRACE_HOT_LINES - 1)) == 0, "hot lines: a power of two");

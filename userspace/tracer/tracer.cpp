@@ -143,6 +143,10 @@ int Tracer::load(const char* only_family, const TracerOptions& sizes) {
   // One entry per watched Redis process, so it fills no sooner than the targets map.
   bpf_map__set_max_entries(skel->maps.redis_anchors, std::max<uint32_t>(sizes.max_targets, 1));
   bpf_map__set_max_entries(skel->maps.episodes, std::max<uint32_t>(sizes.max_episodes, 1));
+  // Per-CPU fault counters: a region per CPU, an entry per line owner (at most one per target).
+  skel->rodata->pcpu_regions = pcpu_regions_;
+  skel->rodata->pcpu_slots = pcpu_slots_;
+  bpf_map__set_max_entries(skel->maps.pcpu, pcpu_regions_ * pcpu_slots_);
   if (const int err = thptrace_bpf__load(skel.get()); err) return err < 0 ? err : -err;
   if (!only_family) {
     skel_ = std::move(skel);
@@ -159,6 +163,10 @@ Tracer::Tracer(const ProbeReport& modes, const TracerOptions& options) : modes_(
   while (rb < options.ringbuf_bytes) rb <<= 1;
   TracerOptions sizes = options;
   sizes.ringbuf_bytes = rb;
+  const int ncpu = libbpf_num_possible_cpus();
+  pcpu_regions_ = static_cast<uint32_t>(std::clamp(ncpu, 1, THPTRACE_MAX_CPUS));
+  pcpu_slots_ = std::max<uint32_t>(options.max_targets, 1);
+  pcpu_used_.assign(pcpu_slots_, false);
 
   // The stand-in programs choose_modes() loads say which attach types the kernel has, not whether it
   // takes the real programs (5.10 has tp_btf yet refused the fork programs' compare-and-exchange).
@@ -206,6 +214,11 @@ Tracer::Tracer(const ProbeReport& modes, const TracerOptions& options) : modes_(
                    bpf_map__fd(skel_->maps.hot), 0);
   if (hot == MAP_FAILED) throw FatalError(kExitRuntime, std::string("cannot map the hot map: ") + std::strerror(errno));
   hot_ = static_cast<thptrace_hot*>(hot);
+  pcpu_bytes_ = sizeof(thptrace_pcpu) * pcpu_regions_ * pcpu_slots_;
+  void* pcpu = mmap(nullptr, pcpu_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(skel_->maps.pcpu), 0);
+  if (pcpu == MAP_FAILED)
+    throw FatalError(kExitRuntime, std::string("cannot map the per-CPU counters: ") + std::strerror(errno));
+  pcpu_ = static_cast<thptrace_pcpu*>(pcpu);
 }
 
 Tracer::~Tracer() {
@@ -215,6 +228,7 @@ Tracer::~Tracer() {
   huge_alloc_link_.reset();
   links_.clear();
   if (hot_) munmap(hot_, sizeof(thptrace_hot) * THPTRACE_HOT_LINES);
+  if (pcpu_) munmap(pcpu_, pcpu_bytes_);
 }
 
 void Tracer::attach() {
@@ -263,30 +277,51 @@ bool Tracer::watch(pid_t tgid, std::string* why) {
   }
 
   // Own the hot line when it is free; else count on the slow path and say so on the line. The
-  // line's counters are reset while it reads CLAIMING, which matches no pid, so no fault counts
-  // there until the owner's pid is stored.
+  // owner's per-CPU counters are reset while the line reads CLAIMING, which matches no pid, so no
+  // fault counts there until the owner's pid is stored. There is a free counter slot for every
+  // target the map can hold; without one (cannot happen) the target counts on the slow path.
   thptrace_hot* h = hot_line(tgid);
+  const auto free_slot = std::find(pcpu_used_.begin(), pcpu_used_.end(), false);
   __u32 expected = 0;
-  const bool owner = std::atomic_ref(h->tgid).compare_exchange_strong(expected, THPTRACE_HOT_CLAIMING);
+  const bool owner = free_slot != pcpu_used_.end() &&
+                     std::atomic_ref(h->tgid).compare_exchange_strong(expected, THPTRACE_HOT_CLAIMING);
+  int slot = -1;
   if (owner) {
-    std::atomic_ref(h->cow_faults).store(0);
-    for (auto& b : h->slot_base) std::atomic_ref(b).store(0);
+    slot = static_cast<int>(free_slot - pcpu_used_.begin());
+    *free_slot = true;
+    for (uint32_t r = 0; r < pcpu_regions_; r++) {
+      auto* words = reinterpret_cast<uint64_t*>(&pcpu_[r * pcpu_slots_ + static_cast<uint32_t>(slot)]);
+      for (size_t i = 0; i < sizeof(thptrace_pcpu) / sizeof(uint64_t); i++) std::atomic_ref(words[i]).store(0);
+    }
+    std::atomic_ref(h->pcpu_slot).store(static_cast<__u32>(slot));
     std::atomic_ref(h->tgid).store(static_cast<__u32>(tgid));
   } else {
     std::atomic_ref(h->slow).fetch_add(1);
   }
-  watched_.emplace(tgid, owner);
+  watched_.emplace(tgid, slot);
   return true;
+}
+
+thptrace_pcpu Tracer::pcpu_sum(int slot) const {
+  thptrace_pcpu sum{};
+  auto* out = reinterpret_cast<uint64_t*>(&sum);
+  for (uint32_t r = 0; r < pcpu_regions_; r++) {
+    auto* words = reinterpret_cast<uint64_t*>(&pcpu_[r * pcpu_slots_ + static_cast<uint32_t>(slot)]);
+    for (size_t i = 0; i < sizeof(thptrace_pcpu) / sizeof(uint64_t); i++) out[i] += std::atomic_ref(words[i]).load();
+  }
+  return sum;
 }
 
 void Tracer::unwatch(pid_t tgid) {
   const auto it = watched_.find(tgid);
   if (it == watched_.end()) return;
   thptrace_hot* h = hot_line(tgid);
-  if (it->second)
+  if (it->second >= 0) {
     std::atomic_ref(h->tgid).store(0);
-  else
+    pcpu_used_[static_cast<size_t>(it->second)] = false;
+  } else {
     std::atomic_ref(h->slow).fetch_sub(1);
+  }
   watched_.erase(it);
   const __u32 key = static_cast<__u32>(tgid);
   bpf_map__delete_elem(skel_->maps.targets, &key, sizeof key, 0);
@@ -406,9 +441,16 @@ std::optional<thptrace_target> Tracer::target(pid_t tgid) const {
   thptrace_target t{};
   const __u32 key = static_cast<__u32>(tgid);
   if (bpf_map__lookup_elem(skel_->maps.targets, &key, sizeof key, &t, sizeof t, 0)) return std::nullopt;
-  // A line owner's COW faults are counted on its line (tracepoint modes), never in the map.
-  if (const auto it = watched_.find(tgid); it != watched_.end() && it->second)
-    t.cow_faults += std::atomic_ref(hot_line(tgid)->cow_faults).load();
+  // A line owner's fault counters are per CPU, never in the map.
+  if (const auto it = watched_.find(tgid); it != watched_.end() && it->second >= 0) {
+    const thptrace_pcpu p = pcpu_sum(it->second);
+    t.cow_faults += p.cow_faults;
+    t.huge_cow_faults += p.huge_cow_faults;
+    t.thp_splits += p.thp_splits;
+    t.fault_ns_total += p.fault_ns_total;
+    t.fault_ns_count += p.fault_ns_count;
+    for (int i = 0; i < THPTRACE_LAT_SLOTS; i++) t.fault_lat[i] += p.fault_lat[i];
+  }
   return t;
 }
 
@@ -417,10 +459,11 @@ bool Tracer::owns_hot_line(pid_t tgid) const {
 }
 
 std::vector<thptrace_episode> Tracer::episodes_of(pid_t parent) const {
-  // A live episode of a line owner has its parent-side COW count on the line: the faults since its
-  // fork.
+  // A live episode of a line owner holds minus the owner's per-CPU sums at its fork (based): adding
+  // the sums now gives the faults since (unsigned arithmetic wraps to the exact difference).
+  // The sums are read after the episode, so that they include its base.
   const auto owner = watched_.find(parent);
-  const auto tgt = owner != watched_.end() && owner->second ? target(parent) : std::nullopt;
+  const int slot = owner != watched_.end() ? owner->second : -1;
   std::vector<thptrace_episode> out;
   const int fd = bpf_map__fd(skel_->maps.episodes);
   __u32 key = 0, next = 0;
@@ -428,10 +471,23 @@ std::vector<thptrace_episode> Tracer::episodes_of(pid_t parent) const {
   while (bpf_map_get_next_key(fd, prev, &next) == 0) {
     thptrace_episode ep{};
     if (bpf_map_lookup_elem(fd, &next, &ep) == 0 && ep.parent_tgid == static_cast<__u32>(parent)) {
-      for (int i = 0; tgt && !ep.exit_ts_ns && i < THPTRACE_MAX_ACTIVE; i++)
-        if (tgt->active[i] == ep.child_pid)
-          ep.cow_faults += std::atomic_ref(hot_line(parent)->cow_faults).load() -
-                           std::atomic_ref(hot_line(parent)->slot_base[i]).load();
+      if (ep.based && !ep.exit_ts_ns) {
+        if (slot >= 0) {
+          const thptrace_pcpu now_sums = pcpu_sum(slot);
+          const thptrace_pcpu* now = &now_sums;
+          ep.cow_faults += now->cow_faults;
+          ep.huge_cow_faults += now->huge_cow_faults;
+          ep.thp_splits += now->thp_splits;
+          ep.fault_ns_total += now->fault_ns_total;
+          ep.fault_ns_count += now->fault_ns_count;
+          for (int i = 0; i < THPTRACE_LAT_SLOTS; i++) ep.fault_lat[i] += now->fault_lat[i];
+        } else {
+          // Not possible while the parent is watched; the base alone means nothing.
+          ep.cow_faults = ep.huge_cow_faults = ep.thp_splits = ep.fault_ns_total = ep.fault_ns_count = 0;
+          std::fill(std::begin(ep.fault_lat), std::end(ep.fault_lat), 0);
+        }
+        ep.based = 0;
+      }
       out.push_back(ep);
     }
     key = next;

@@ -125,12 +125,19 @@ class Tracer {
   static int on_ring_record(void* ctx, void* data, size_t size);
 
   thptrace_hot* hot_line(pid_t tgid) const;
+  // The sum over every CPU of a line owner's fault counters.
+  thptrace_pcpu pcpu_sum(int slot) const;
   int load(const char* only_family, const TracerOptions& sizes);
 
   ProbeReport modes_;
   std::unique_ptr<::thptrace_bpf, SkelDeleter> skel_;
   thptrace_hot* hot_ = nullptr;            // the hot map, mmapped: THPTRACE_HOT_LINES lines
-  std::map<pid_t, bool> watched_;          // watched tgids: true when it owns its hot line
+  thptrace_pcpu* pcpu_ = nullptr;          // the pcpu map, mmapped: pcpu_regions_ x pcpu_slots_
+  size_t pcpu_bytes_ = 0;
+  uint32_t pcpu_regions_ = 1;     // CPUs with their own counters
+  uint32_t pcpu_slots_ = 1;       // line owners at once (max_targets)
+  std::vector<bool> pcpu_used_;   // counter slots held by line owners
+  std::map<pid_t, int> watched_;  // watched tgids: its counter slot when it owns its hot line, else -1
   std::vector<LinkPtr> links_;
   LinkPtr huge_alloc_link_;
   bpf_program* huge_alloc_prog_ = nullptr;  // page_alloc_btf or page_alloc_raw, whichever is loaded
