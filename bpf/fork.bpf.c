@@ -266,9 +266,10 @@ static __always_inline int on_sys_exit(long ret)
 	__u64 begin;
 	__u32 child = 0;
 
-	/* Every system call of the machine returns through here: a thread of a process that is not
-	 * watched leaves after one array read (its hot line), before start_take's hash lookup. Every
-	 * target passes: it owns its line or has raised the line's slow count. */
+	/* Every system call of the machine returns through here while this pair is attached (only
+	 * while a target has no libc fork() timing: Tracer::time_clone_syscalls). A thread of a
+	 * process that is not watched leaves after one array read (its hot line), before start_take's
+	 * hash lookup. Every target passes: it owns its line or has raised the line's slow count. */
 	if (!maybe_watched(current_tgid()))
 		return 0;
 	begin = start_take(START_CLONE);

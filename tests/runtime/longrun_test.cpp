@@ -1,7 +1,8 @@
 // What a daemon that runs for months needs from the kernel side, driven through the Tracer with the
 // real programs: lost exit records do not pin episodes, an unwatched parent leaves no slow-path
 // reference behind, a child whose threads exit together is closed once, a full targets map is a
-// value and not an exception, and the programs' own cost is readable.
+// value and not an exception, the programs' own cost is readable, and the system-call hooks every
+// process on the machine runs through are attached only while a target needs them.
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -180,6 +181,8 @@ TEST(LongRun, ProgramCostIsReadableAndSysExitReadsTheHotLineFirst) {
   REQUIRE_BPF();
   tracer::Tracer t(tracer::choose_modes(false, ""));
   t.attach();
+  // Attached only for a target without libc fork timing: asked for here, without one.
+  ASSERT_TRUE(t.time_clone_syscalls(::getpid()));
   BpfStatsGuard stats;
   const std::string mode = tracer::mode_name(t.modes().fork.mode) == std::string("tp_btf") ? "btf" : "raw";
   double enter_ns = 1e9, exit_ns = 1e9;
@@ -222,4 +225,56 @@ TEST(LongRun, ProgramCostIsReadableAndSysExitReadsTheHotLineFirst) {
   const std::string map_id = xlated.substr(at + 7, xlated.find(']', at) - at - 7);
   const auto shown = run("bpftool map show id " + map_id + " 2>&1");
   EXPECT_NE(shown.find("name hot "), std::string::npos) << "the first map sys_exit reads:\n" << shown << xlated;
+}
+
+// sys_enter and sys_exit run for every system call of every process on the machine: they are
+// attached only while a watched process has no libc fork() timing (here a statically linked one),
+// and the capture's report then times its fork by the clone syscall.
+TEST(LongRun, SyscallHooksOnlyWhileATargetLacksLibcForkTiming) {
+  REQUIRE_BPF();
+  tracer::Tracer t(tracer::choose_modes(false, ""));
+  t.attach();
+  BpfStatsGuard stats;
+  const auto syscall_runs = [&t] {
+    uint64_t n = 0;
+    for (const auto& p : t.program_stats())
+      if (p.name.rfind("sys_", 0) == 0) n += p.run_cnt;
+    return n;
+  };
+  const auto getppid_loop = [] {
+    for (int i = 0; i < 100'000; i++) syscall(SYS_getppid);
+  };
+  const pid_t self = ::getpid();
+  ASSERT_TRUE(t.watch(self));
+  std::string why;
+  ASSERT_TRUE(t.attach_libc_fork(self, &why)) << why;
+  EXPECT_FALSE(t.clone_syscalls_attached());
+  uint64_t before = syscall_runs();
+  getppid_loop();
+  EXPECT_EQ(syscall_runs(), before) << "the syscall hooks ran with every target timed by libc";
+
+  Process work({STATIC_WORKLOAD_BIN, "16", "100", "4k"});
+  const auto ready = work.wait_stdout_line("ready", 10s);
+  ASSERT_TRUE(ready) << work.err();
+  const pid_t pid = std::stoi(ready->substr(6));
+  ASSERT_TRUE(t.watch(pid));
+  EXPECT_FALSE(t.attach_libc_fork(pid, &why));
+  EXPECT_NE(why.find("no libc.so.6"), std::string::npos) << why;
+  EXPECT_TRUE(t.clone_syscalls_attached());
+  before = syscall_runs();
+  getppid_loop();
+  EXPECT_GE(syscall_runs() - before, 200'000u) << "sys_enter and sys_exit, once per call each";
+  // Its fork is timed by the clone syscall: the record of its return arrives.
+  work.write_stdin("go\n");
+  bool fork_return = false;
+  EXPECT_TRUE(poll_until(t, [&] { return fork_return; }, 10s,
+                         [&](const thptrace_event& e) { fork_return |= e.type == EV_FORK_RETURN && e.tgid == static_cast<uint32_t>(pid); }));
+  EXPECT_TRUE(work.wait_stdout_line("done", 10s));
+  EXPECT_EQ(work.wait(10s), 0);
+  t.unwatch(pid);
+  EXPECT_FALSE(t.clone_syscalls_attached());
+  before = syscall_runs();
+  getppid_loop();
+  EXPECT_EQ(syscall_runs(), before);
+  t.unwatch(self);
 }

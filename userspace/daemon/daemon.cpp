@@ -244,14 +244,14 @@ void Daemon::housekeeping() {
   Exporter::Housekeeping h;
   h.system = proc::read_system_info();
   h.now_ns = proc::monotonic_ns();
-  const auto vm = proc::read_vmstat();
-  if (auto it = vm.find("thp_split_pmd"); it != vm.end()) h.thp_split_pmd = it->second;
+  const auto system = proc::read_system_counters();
+  if (auto it = system.thp_vmstat.find("thp_split_pmd"); it != system.thp_vmstat.end()) h.thp_split_pmd = it->second;
   for (auto& t : targets_) {
     report_reachability(*t);
     if (t->watcher) t->watcher->set_busy(t->pid && !exporter_->open_children(t->id).empty());
     if (t->pid && !proc::process_exists(t->pid)) follow_pid(*t, 0);
     if (!t->pid) continue;
-    h.targets.push_back({t->id, tracer_->target(t->pid), proc::take_sample(t->pid)});
+    h.targets.push_back({t->id, tracer_->target(t->pid), proc::take_sample(t->pid, system)});
   }
   h.dropped = tracer_->dropped();
   exporter_->on_housekeeping(h);

@@ -47,11 +47,21 @@ std::optional<uint64_t> SampleSeries::vmstat_delta(const std::string& name, uint
   return ib->second - ia->second;
 }
 
-Sample take_sample(pid_t pid) {
+SystemCounters read_system_counters() {
+  SystemCounters c;
+  for (auto& [k, v] : read_vmstat())
+    if (k.rfind("thp_", 0) == 0) c.thp_vmstat.emplace(k, v);
+  c.mem_available_bytes = read_mem_available();
+  return c;
+}
+
+Sample take_sample(pid_t pid) { return take_sample(pid, read_system_counters()); }
+
+Sample take_sample(pid_t pid, const SystemCounters& system) {
   Sample s;
   s.ts_ns = monotonic_ns();
-  for (auto& [k, v] : read_vmstat())
-    if (k.rfind("thp_", 0) == 0) s.thp_vmstat.emplace(k, v);
+  s.thp_vmstat = system.thp_vmstat;
+  s.mem_available_bytes = system.mem_available_bytes;
   if (const auto st = read_status(pid)) {
     s.target_alive = true;
     s.thp_enabled = st->thp_enabled;
@@ -66,7 +76,6 @@ Sample take_sample(pid_t pid) {
       s.cgroup_usage_bytes = m->usage_bytes;
       s.cgroup_limit_bytes = m->limit_bytes;
     }
-  s.mem_available_bytes = read_mem_available();
   return s;
 }
 

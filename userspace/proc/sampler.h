@@ -50,6 +50,15 @@ class SampleSeries {
 };
 
 uint64_t monotonic_ns();
+// The machine's side of a sample: the same for every target, so a daemon watching many reads it
+// once per round rather than once per target.
+struct SystemCounters {
+  std::map<std::string, uint64_t> thp_vmstat;  // the thp_* counters only
+  std::optional<uint64_t> mem_available_bytes;
+};
+SystemCounters read_system_counters();
+// The machine's side read by the caller (`system`), the target's read here.
+Sample take_sample(pid_t pid, const SystemCounters& system);
 Sample take_sample(pid_t pid);
 
 // Samples a target every `interval` on its own thread until stopped or destroyed.

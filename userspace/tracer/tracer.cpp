@@ -226,6 +226,7 @@ Tracer::~Tracer() {
   // reverse order of declaration, which is this order).
   uprobe_links_.clear();
   huge_alloc_link_.reset();
+  clone_links_.clear();
   links_.clear();
   if (hot_) munmap(hot_, sizeof(thptrace_hot) * THPTRACE_HOT_LINES);
   if (pcpu_) munmap(pcpu_, pcpu_bytes_);
@@ -235,7 +236,7 @@ void Tracer::attach() {
   bpf_object* obj = skel_->obj;
   bpf_program* prog = nullptr;
   bpf_object__for_each_program(prog, obj) {
-    if (!bpf_program__autoload(prog) || prog == huge_alloc_prog_) continue;
+    if (!bpf_program__autoload(prog) || prog == huge_alloc_prog_ || is_clone_syscall_program(prog)) continue;
     const char* sec = bpf_program__section_name(prog);
     if (std::strncmp(sec, "uprobe", 6) == 0 || std::strncmp(sec, "uretprobe", 9) == 0) continue;
     bpf_link* link = bpf_program__attach(prog);
@@ -246,6 +247,30 @@ void Tracer::attach() {
     }
     links_.emplace_back(link);
   }
+}
+
+bool Tracer::is_clone_syscall_program(const bpf_program* prog) const {
+  const auto& p = skel_->progs;
+  return prog == p.sys_enter_btf || prog == p.sys_enter_raw || prog == p.sys_exit_btf || prog == p.sys_exit_raw;
+}
+
+bool Tracer::time_clone_syscalls(pid_t pid, std::string* why) {
+  if (clone_links_.empty()) {
+    std::vector<LinkPtr> links;
+    for (bpf_program* prog : {skel_->progs.sys_enter_btf, skel_->progs.sys_enter_raw, skel_->progs.sys_exit_btf,
+                              skel_->progs.sys_exit_raw}) {
+      if (!bpf_program__autoload(prog)) continue;
+      bpf_link* link = bpf_program__attach(prog);
+      if (!link) {
+        if (why) *why = std::string("cannot attach ") + bpf_program__name(prog) + ": " + std::strerror(errno);
+        return false;
+      }
+      links.emplace_back(link);
+    }
+    clone_links_ = std::move(links);
+  }
+  clone_timed_.insert(pid);
+  return true;
 }
 
 bool Tracer::attach_huge_alloc_counting(std::string* why) {
@@ -313,6 +338,7 @@ thptrace_pcpu Tracer::pcpu_sum(int slot) const {
 }
 
 void Tracer::unwatch(pid_t tgid) {
+  if (clone_timed_.erase(tgid) && clone_timed_.empty()) clone_links_.clear();
   const auto it = watched_.find(tgid);
   if (it == watched_.end()) return;
   thptrace_hot* h = hot_line(tgid);
@@ -380,6 +406,12 @@ void Tracer::detach_uprobes(pid_t pid) {
 }
 
 bool Tracer::attach_libc_fork(pid_t pid, std::string* why) {
+  if (attach_libc_fork_pair(pid, why)) return true;
+  if (std::string more; !time_clone_syscalls(pid, &more) && why) *why += "; " + more;
+  return false;
+}
+
+bool Tracer::attach_libc_fork_pair(pid_t pid, std::string* why) {
   // The libc the process maps, reached through its root so it works across mount namespaces.
   const auto maps = proc::read_file("/proc/" + std::to_string(pid) + "/maps", 4 << 20);
   std::string libc;

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,8 +57,8 @@ class Tracer {
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
 
-  // Attaches every loaded kernel program but the huge-page allocation counter. Throws FatalError on
-  // failure.
+  // Attaches every loaded kernel program but the huge-page allocation counter and the clone-syscall
+  // timing pair (both attached only where needed). Throws FatalError on failure.
   void attach();
   // Counts order-9 allocations by watched processes (huge_allocs). Its hook, mm_page_alloc, runs on
   // every page allocation of the machine (a COW fault makes one), so callers attach it only when a
@@ -77,8 +78,15 @@ class Tracer {
   // Detaches every uprobe (Redis and libc) of `pid`.
   void detach_uprobes(pid_t pid);
   // Times libc's fork() in `pid` with a uprobe pair on the libc it maps: the span Redis reports as
-  // latest_fork_usec. Optional: without it fork duration is the clone syscall's.
+  // latest_fork_usec. Where it cannot attach (a static binary, a uprobe refused across containers)
+  // fork duration is the clone syscall's, and `pid` is timed by the syscall pair below.
   bool attach_libc_fork(pid_t pid, std::string* why);
+  // The clone-syscall timing pair hooks sys_enter and sys_exit, which every system call of the
+  // machine runs through: it is attached only while a watched process has no libc fork timing
+  // (attach_libc_fork failed for it), and detached when the last such process is unwatched.
+  // time_clone_syscalls asks for it for `pid`; false with *why set when it cannot attach.
+  bool time_clone_syscalls(pid_t pid, std::string* why = nullptr);
+  bool clone_syscalls_attached() const { return !clone_links_.empty(); }
 
   // Waits up to timeout_ms for events and passes each to on_event. Returns the number handled, or a
   // negative errno (EINTR when a signal arrived).
@@ -128,6 +136,8 @@ class Tracer {
   // The sum over every CPU of a line owner's fault counters.
   thptrace_pcpu pcpu_sum(int slot) const;
   int load(const char* only_family, const TracerOptions& sizes);
+  bool is_clone_syscall_program(const bpf_program* prog) const;
+  bool attach_libc_fork_pair(pid_t pid, std::string* why);
 
   ProbeReport modes_;
   std::unique_ptr<::thptrace_bpf, SkelDeleter> skel_;
@@ -140,6 +150,8 @@ class Tracer {
   std::map<pid_t, int> watched_;  // watched tgids: its counter slot when it owns its hot line, else -1
   std::vector<LinkPtr> links_;
   LinkPtr huge_alloc_link_;
+  std::vector<LinkPtr> clone_links_;  // sys_enter and sys_exit, while clone_timed_ is not empty
+  std::set<pid_t> clone_timed_;       // watched processes timed by the clone syscall pair
   bpf_program* huge_alloc_prog_ = nullptr;  // page_alloc_btf or page_alloc_raw, whichever is loaded
   std::map<pid_t, std::vector<LinkPtr>> uprobe_links_;  // Redis and libc uprobes, by process
   std::unique_ptr<ring_buffer, RingDeleter> ring_;
