@@ -267,8 +267,11 @@ TEST(LongRun, SyscallHooksOnlyWhileATargetLacksLibcForkTiming) {
   // Its fork is timed by the clone syscall: the record of its return arrives.
   work.write_stdin("go\n");
   bool fork_return = false;
-  EXPECT_TRUE(poll_until(t, [&] { return fork_return; }, 10s,
-                         [&](const thptrace_event& e) { fork_return |= e.type == EV_FORK_RETURN && e.tgid == static_cast<uint32_t>(pid); }));
+  EXPECT_TRUE(poll_until(
+      t, [&] { return fork_return; }, 10s,
+      [&](const thptrace_event& e) {
+        fork_return |= e.type == EV_FORK_RETURN && e.tgid == static_cast<uint32_t>(pid);
+      }));
   EXPECT_TRUE(work.wait_stdout_line("done", 10s));
   EXPECT_EQ(work.wait(10s), 0);
   t.unwatch(pid);

@@ -150,8 +150,8 @@ class Tracer {
   std::map<pid_t, int> watched_;  // watched tgids: its counter slot when it owns its hot line, else -1
   std::vector<LinkPtr> links_;
   LinkPtr huge_alloc_link_;
-  std::vector<LinkPtr> clone_links_;  // sys_enter and sys_exit, while clone_timed_ is not empty
-  std::set<pid_t> clone_timed_;       // watched processes timed by the clone syscall pair
+  std::vector<LinkPtr> clone_links_;        // sys_enter and sys_exit, while clone_timed_ is not empty
+  std::set<pid_t> clone_timed_;             // watched processes timed by the clone syscall pair
   bpf_program* huge_alloc_prog_ = nullptr;  // page_alloc_btf or page_alloc_raw, whichever is loaded
   std::map<pid_t, std::vector<LinkPtr>> uprobe_links_;  // Redis and libc uprobes, by process
   std::unique_ptr<ring_buffer, RingDeleter> ring_;
