@@ -628,7 +628,7 @@ bool Tracer::maps_readable() const {
 }
 
 size_t Tracer::link_count() const {
-  size_t n = links_.size() + (huge_alloc_link_ ? 1 : 0);
+  size_t n = links_.size() + clone_links_.size() + (huge_alloc_link_ ? 1 : 0);
   for (const auto& [pid, links] : uprobe_links_) n += links.size();
   return n;
 }
