@@ -236,7 +236,8 @@ void Tracer::attach() {
   bpf_object* obj = skel_->obj;
   bpf_program* prog = nullptr;
   bpf_object__for_each_program(prog, obj) {
-    if (!bpf_program__autoload(prog) || prog == huge_alloc_prog_ || is_clone_syscall_program(prog)) continue;
+    if (!bpf_program__autoload(prog) || prog == huge_alloc_prog_ || std::ranges::count(clone_syscall_programs(), prog))
+      continue;
     const char* sec = bpf_program__section_name(prog);
     if (std::strncmp(sec, "uprobe", 6) == 0 || std::strncmp(sec, "uretprobe", 9) == 0) continue;
     bpf_link* link = bpf_program__attach(prog);
@@ -249,16 +250,15 @@ void Tracer::attach() {
   }
 }
 
-bool Tracer::is_clone_syscall_program(const bpf_program* prog) const {
+std::array<bpf_program*, 4> Tracer::clone_syscall_programs() const {
   const auto& p = skel_->progs;
-  return prog == p.sys_enter_btf || prog == p.sys_enter_raw || prog == p.sys_exit_btf || prog == p.sys_exit_raw;
+  return {p.sys_enter_btf, p.sys_enter_raw, p.sys_exit_btf, p.sys_exit_raw};
 }
 
 bool Tracer::time_clone_syscalls(pid_t pid, std::string* why) {
   if (clone_links_.empty()) {
     std::vector<LinkPtr> links;
-    for (bpf_program* prog : {skel_->progs.sys_enter_btf, skel_->progs.sys_enter_raw, skel_->progs.sys_exit_btf,
-                              skel_->progs.sys_exit_raw}) {
+    for (bpf_program* prog : clone_syscall_programs()) {
       if (!bpf_program__autoload(prog)) continue;
       bpf_link* link = bpf_program__attach(prog);
       if (!link) {

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <functional>
 #include <map>
 #include <memory>
@@ -136,7 +137,8 @@ class Tracer {
   // The sum over every CPU of a line owner's fault counters.
   thptrace_pcpu pcpu_sum(int slot) const;
   int load(const char* only_family, const TracerOptions& sizes);
-  bool is_clone_syscall_program(const bpf_program* prog) const;
+  // sys_enter and sys_exit in both modes: the clone-syscall timing pair, attached apart from the rest.
+  std::array<bpf_program*, 4> clone_syscall_programs() const;
   bool attach_libc_fork_pair(pid_t pid, std::string* why);
 
   ProbeReport modes_;
