@@ -122,6 +122,21 @@ TEST(Replicas, ADroppedReplicaThatSyncsAgainIsTwoSyncs) {
   EXPECT_TRUE(c.take_finished_replica_syncs().empty());
 }
 
+// A replica whose whole sync fell between two polls (a slow poll, a small dataset): it still gets
+// its fork, but no sync time, for none was measured (CI under ASan saw one as "online after 0 ms").
+TEST(Replicas, ASyncBetweenTwoPollsHasNoSyncTime) {
+  Correlator c(kParent);
+  c.on_snapshot(poll(100, {}));
+  c.on_event(exit_ev(episode(500, 150, 420, REASON_FULL_SYNC_DISK)));
+  c.on_snapshot(poll(800, {rep(6381, "online")}));
+  const auto syncs = c.replica_syncs();
+  ASSERT_EQ(syncs.size(), 1u);
+  EXPECT_EQ(syncs[0].outcome, ReplicaSync::Outcome::online);
+  EXPECT_EQ(syncs[0].child_pid, 500u);
+  EXPECT_FALSE(syncs[0].sync_ms());
+  ASSERT_EQ(syncs[0].states.size(), 1u);
+}
+
 // Diskless with repl-diskless-sync-delay 0, as Redis 7.0.15 did it with three replicas attaching at
 // once: the first asks and gets a fork; the two a few ms later wait for the next fork, which starts
 // the moment the first child ends — a few ms before the poll that shows the first replica online.

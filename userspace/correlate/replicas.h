@@ -43,9 +43,11 @@ struct ReplicaSync {
   std::optional<double> wait_ms;  // first seen to the fork's start, when it waited
   uint64_t id = 0;                // order of appearance, unique within one tracker
 
-  // Request (first seen) to online, in ms; nullopt unless online.
+  // Request (first seen) to online, in ms; nullopt unless online, and nullopt when the first poll
+  // that listed it showed it online already: it synced between two polls, and how long it took is
+  // not measured (at most online_ns - absent_ns).
   std::optional<double> sync_ms() const {
-    if (!online_ns || online_ns < first_seen_ns) return std::nullopt;
+    if (!online_ns || online_ns <= first_seen_ns) return std::nullopt;
     return static_cast<double>(online_ns - first_seen_ns) / 1e6;
   }
   // The poll that first showed it past the wait for an RDB: the latest moment its fork can have

@@ -65,9 +65,13 @@ std::string replica_line(const correlate::ReplicaSync& s) {
     case correlate::ReplicaSync::Joined::unknown: how = "requested before the capture"; break;
   }
   std::string states;
-  for (const auto& x : s.states)
-    states += fmt::format("{}{} +{:.0f} ms", states.empty() ? "" : ", ", x.state,
-                          static_cast<double>(x.first_seen_ns - s.first_seen_ns) / 1e6);
+  if (s.outcome == correlate::ReplicaSync::Outcome::online && !s.sync_ms()) {
+    states = "online, synced between two polls";
+  } else {
+    for (const auto& x : s.states)
+      states += fmt::format("{}{} +{:.0f} ms", states.empty() ? "" : ", ", x.state,
+                            static_cast<double>(x.first_seen_ns - s.first_seen_ns) / 1e6);
+  }
   std::string end;
   if (s.outcome == correlate::ReplicaSync::Outcome::dropped)
     end = fmt::format("; dropped after {:.0f} ms", static_cast<double>(s.last_seen_ns - s.first_seen_ns) / 1e6);
