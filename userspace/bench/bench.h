@@ -49,12 +49,19 @@ struct ScenarioSpec {
   std::string description;
   // Fresh replicas the replica_sync trigger attaches at once: one for a full sync, three for a scale-out.
   unsigned replicas = 1;
+  // The full syncs go over the server's rdb channel (Redis 8 repl-rdb-channel, Valkey 8
+  // dual-channel-replication-enabled); every other scenario runs with it off where the build has one.
+  bool rdb_channel = false;
+  // Chosen by its own name in --scenarios, not only through a group: a scenario the server cannot
+  // run is then a usage error rather than a skip.
+  bool named = false;
 };
 
 // Every scenario in run order; `thp_always` and `thp_never` are the THP A/B.
 const std::vector<ScenarioSpec>& all_scenarios();
 // Expands a --scenarios list (names and the aliases `aof_rewrite`, `thp_ab`, `full_sync`, `scale_out`,
-// `all`) into specs in run order. Throws UsageError naming an unknown word.
+// `all`) into specs in run order, `named` set on those the list names. Throws UsageError naming an
+// unknown word.
 std::vector<ScenarioSpec> select_scenarios(const std::string& comma_list);
 
 enum class ThpAb { automatic, on, off };
@@ -70,6 +77,8 @@ struct BenchOptions {
   double seconds_per_phase = 5;
   std::vector<ScenarioSpec> scenarios;
   std::filesystem::path out_dir;
+  // The server binary of every primary and replica (--server); "" = redis-server from PATH.
+  std::string server;
   // automatic: the THP A/B runs when THP sysfs is writable.
   ThpAb thp_ab = ThpAb::automatic;
   bool help = false;

@@ -12,12 +12,13 @@
 #include <optional>
 #include <sstream>
 
-#include "common/program_options.h"
 #include "bench/bench.h"
 #include "bench/host.h"
 #include "bench/process.h"
 #include "bench/results.h"
 #include "bench/scenario.h"
+#include "bench/server.h"
+#include "common/program_options.h"
 #include "proc/proc.h"
 #include "thptrace/version.h"
 
@@ -41,8 +42,11 @@ po::options_description describe_options() {
        "probe requests per second, open loop with coordinated-omission correction; 0 = closed loop")
       ("seconds-per-phase", po::value<double>()->default_value(5)->value_name("S"),
        "length of the before and after phases (steady runs 3 times this)")
+      ("server", po::value<std::string>()->value_name("PATH"),
+       "the server binary every scenario starts (a Valkey or Redis build; default redis-server from PATH)")
       ("scenarios", po::value<std::string>()->default_value("all")->value_name("LIST"),
        "comma list of steady, full_sync_disk, full_sync_diskless, scale_out_disk, scale_out_diskless, "
+       "scale_out_channel (needs a server with an rdb channel: Redis >= 8.0, Valkey >= 8.0), "
        "readonly_control, aof_always_no, aof_always_yes, aof_everysec_no, aof_everysec_yes, thp_always, thp_never, "
        "or the groups full_sync, scale_out, aof_rewrite, thp_ab, all")
       ("out", po::value<std::string>()->value_name("DIR"), "results folder (default results/<UTC timestamp>)")
@@ -115,8 +119,13 @@ std::string scenario_line(const ScenarioResult& r) {
 int run(BenchOptions o) {
   if (::geteuid() != 0)
     throw BenchError("thptrace bench needs root: every scenario's capture loads BPF programs (run it with sudo)");
-  if (find_in_path("redis-server").empty())
-    throw BenchError("redis-server is not in PATH; install it (scripts/install-deps.sh installs redis-server)");
+  if (o.server.empty()) {
+    o.server = find_in_path("redis-server");
+    if (o.server.empty())
+      throw BenchError(
+          "redis-server is not in PATH; install it (scripts/install-deps.sh installs redis-server) or name a "
+          "server with --server");
+  }
 
   // Which THP scenarios run: --thp-ab insists, --no-thp-ab drops them, otherwise they run where
   // the mode can be changed and are skipped with a note where it cannot.
@@ -144,6 +153,30 @@ int run(BenchOptions o) {
   }
   if (o.scenarios.empty()) throw UsageError("no scenario left to run once the THP A/B was dropped");
 
+  // The servers' data directory, removed whatever happens (an AOF of a large dataset is big).
+  struct WorkDir {
+    std::filesystem::path path = make_work_dir();
+    ~WorkDir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } work;
+  const auto& work_dir = work.path;
+  // Which build --server is, started once: its rdb channel decides scale_out_channel.
+  const ServerBuild server = probe_server(o.server, work_dir / "probe");
+  info.server = server;
+  if (server.rdb_channel_config.empty()) {
+    for (const auto& s : o.scenarios)
+      if (s.rdb_channel && s.named) throw UsageError(fmt::format("--scenarios {}: {}", s.name, server.no_channel_why));
+    for (const auto& s : o.scenarios)
+      if (s.rdb_channel) {
+        info.skipped.emplace_back(s.name, server.no_channel_why);
+        info.notes.push_back(fmt::format("{} was not run: {}", s.name, server.no_channel_why));
+        fmt::print(stderr, "thptrace bench: skipping {}: {}\n", s.name, server.no_channel_why);
+      }
+    std::erase_if(o.scenarios, [](const ScenarioSpec& s) { return s.rdb_channel; });
+  }
+
   const auto& out = o.out_dir;
   std::error_code ec;
   if (std::filesystem::exists(out, ec) && !std::filesystem::is_empty(out, ec))
@@ -166,11 +199,10 @@ int run(BenchOptions o) {
 
   std::optional<ThpMode> thp;
   if (std::any_of(o.scenarios.begin(), o.scenarios.end(), is_thp)) thp.emplace();
-  const auto work_dir = make_work_dir();
-  RunContext ctx{o, out, work_dir, thp ? &*thp : nullptr, interrupted};
+  RunContext ctx{o, out, work_dir, thp ? &*thp : nullptr, interrupted, server};
 
-  fmt::print(stderr, "thptrace bench: {} scenario(s), {} keys × {} B, results in {}\n", o.scenarios.size(), o.keys,
-             o.value_size, out.string());
+  fmt::print(stderr, "thptrace bench: {} scenario(s) on {} ({}), {} keys × {} B, results in {}\n", o.scenarios.size(),
+             server.label(), server.path, o.keys, o.value_size, out.string());
   std::vector<ScenarioResult> results;
   for (size_t i = 0; i < o.scenarios.size(); ++i) {
     const auto& spec = o.scenarios[i];
@@ -186,7 +218,6 @@ int run(BenchOptions o) {
   if (interrupted.load()) info.interrupted = true;
   if (thp) thp->restore();
   thp.reset();
-  std::filesystem::remove_all(work_dir, ec);
   info.host_thp_enabled_after = ThpMode::current();
   info.utc_end = utc_now("%Y-%m-%dT%H:%M:%SZ");
   info.loadavg_end = loadavg();
@@ -241,6 +272,7 @@ BenchOptions parse_bench_options(int argc, const char* const* argv) {
   if (vm["thp-ab"].as<bool>() && vm["no-thp-ab"].as<bool>())
     throw UsageError("--thp-ab and --no-thp-ab contradict each other");
   o.thp_ab = vm["thp-ab"].as<bool>() ? ThpAb::on : vm["no-thp-ab"].as<bool>() ? ThpAb::off : ThpAb::automatic;
+  if (vm.count("server") != 0) o.server = resolve_server(vm["server"].as<std::string>());
   o.out_dir = vm.count("out") != 0 ? std::filesystem::path(vm["out"].as<std::string>())
                                    : std::filesystem::path("results") / utc_now("%Y%m%dT%H%M%SZ");
   if (o.out_dir.empty()) throw UsageError("--out cannot be empty");

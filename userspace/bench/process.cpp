@@ -154,11 +154,9 @@ void ChildProcess::signal(int sig) {
 // ---------------------------------------------------------------------------------------------
 // RedisInstance
 
-RedisInstance::RedisInstance(std::filesystem::path dir, const std::vector<std::string>& extra_args)
+RedisInstance::RedisInstance(const std::string& server, std::filesystem::path dir,
+                             const std::vector<std::string>& extra_args)
     : dir_(std::move(dir)) {
-  static const std::string server = find_in_path("redis-server");
-  if (server.empty())
-    throw BenchError("redis-server is not in PATH; install it (scripts/install-deps.sh installs redis-server)");
   std::filesystem::create_directories(dir_);
   const auto log = dir_ / "redis.log";
   std::string last_error;
@@ -198,7 +196,8 @@ RedisInstance::RedisInstance(std::filesystem::path dir, const std::vector<std::s
     process_->wait_exit(10s);
     last_error = tail_of_file(log, 2);
   }
-  throw BenchError(fmt::format("redis-server would not start in {}: {}", dir_.string(), last_error));
+  throw BenchError(fmt::format("{} would not start in {}: {}", server, dir_.string(),
+                               last_error.empty() ? "no log line" : last_error));
 }
 
 RedisInstance::~RedisInstance() {
@@ -244,6 +243,10 @@ std::string RedisInstance::command(const std::vector<std::string>& args) {
 }
 
 redis::InfoMap RedisInstance::info(const std::string& section) { return redis::parse_info(command({"INFO", section})); }
+
+std::map<std::string, std::string> RedisInstance::config_get(const std::vector<std::string>& keys) {
+  return client().config_get(keys);
+}
 
 std::string RedisInstance::info_field(const std::string& section, const std::string& key) {
   return redis::info_str(info(section), key);

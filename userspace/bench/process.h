@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,11 +48,12 @@ class ChildProcess {
   std::optional<int> status_;
 };
 
-// A redis-server on a free 127.0.0.1 port in `dir` (created; removed by the destructor unless
-// keep_dir() was called), logging to dir/redis.log, never saving on its own (`--save ""`).
+// A server (`server`: redis-server, or a Valkey or Redis build given by --server) on a free
+// 127.0.0.1 port in `dir` (created; removed by the destructor unless keep_dir() was called),
+// logging to dir/redis.log, never saving on its own (`--save ""`).
 class RedisInstance {
  public:
-  RedisInstance(std::filesystem::path dir, const std::vector<std::string>& extra_args);
+  RedisInstance(const std::string& server, std::filesystem::path dir, const std::vector<std::string>& extra_args);
   ~RedisInstance();  // SHUTDOWN NOSAVE, then SIGKILL if it lingers
   RedisInstance(const RedisInstance&) = delete;
   RedisInstance& operator=(const RedisInstance&) = delete;
@@ -65,6 +67,8 @@ class RedisInstance {
   // BenchError with Redis's error text.
   std::string command(const std::vector<std::string>& args);
   redis::InfoMap info(const std::string& section = "everything");
+  // CONFIG GET of each key: the keys the server knows, with their values.
+  std::map<std::string, std::string> config_get(const std::vector<std::string>& keys);
   // An INFO field, "" when absent.
   std::string info_field(const std::string& section, const std::string& key);
 

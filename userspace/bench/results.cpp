@@ -137,6 +137,10 @@ std::string metadata_csv(const BenchOptions& o, const RunInfo& info, const std::
   row("run", "kernel_release", info.kernel_release);
   row("run", "cpus", std::to_string(info.cpus));
   row("run", "mem_total_kb", std::to_string(info.mem_total_kb));
+  row("run", "server_path", info.server.path);
+  row("run", "server_name", info.server.name);
+  row("run", "server_version", info.server.version);
+  row("run", "server_rdb_channel", info.server.rdb_channel_config.empty() ? "none" : info.server.rdb_channel_config);
   row("run", "redis_version", any_info ? info_or_empty(*any_info, "redis_version") : "");
   row("run", "mem_allocator", any_info ? info_or_empty(*any_info, "mem_allocator") : "");
   row("run", "host_thp_enabled", info.host_thp_enabled);
@@ -153,6 +157,7 @@ std::string metadata_csv(const BenchOptions& o, const RunInfo& info, const std::
   row("run", "seconds_per_phase", fmt::format("{:g}", o.seconds_per_phase));
   row("run", "interrupted", info.interrupted ? "yes" : "no");
   for (const auto& n : info.notes) row("run", "note", n);
+  for (const auto& [name, why] : info.skipped) row(name, "not_run", why);
   for (const auto& r : results) {
     const auto& s = r.spec.name;
     row(s, "description", r.spec.description);

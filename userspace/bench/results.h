@@ -3,10 +3,12 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/bench.h"
 #include "bench/scenario.h"
+#include "bench/server.h"
 
 namespace thptrace::bench {
 
@@ -23,6 +25,11 @@ struct RunInfo {
   std::string loadavg_start, loadavg_end;
   // Plain notes (e.g. why the THP A/B did not run).
   std::vector<std::string> notes;
+  // The server every scenario ran (--server).
+  ServerBuild server;
+  // Scenarios chosen through a group that this server cannot run, and why (scale_out_channel
+  // without an rdb channel).
+  std::vector<std::pair<std::string, std::string>> skipped;
   bool interrupted = false;
 };
 

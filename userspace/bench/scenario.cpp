@@ -227,6 +227,17 @@ void check_scale_out(ScenarioResult& r) {
       else if (s.states.size() > 1 && (!s.sync_ms() || *s.sync_ms() <= 0))  // seen syncing: timed
         r.faults.push_back(fmt::format("the capture gave {} no positive sync time", s.address));
     }
+  // Over an rdb channel, the state only that channel has (the replica loads the RDB while the
+  // primary buffers its stream) shows for at least one replica: else the channel was not used.
+  if (!r.channel_state.empty()) {
+    bool seen = false;
+    for (const auto& f : r.forks)
+      for (const auto& s : f.replicas)
+        for (const auto& st : s.states) seen = seen || st.state == r.channel_state;
+    if (!seen)
+      r.faults.push_back(
+          fmt::format("no replica sync was seen in {}, the state of the server's rdb channel", r.channel_state));
+  }
   std::sort(served.begin(), served.end());
   auto started = r.replica_addresses;
   std::sort(started.begin(), started.end());
@@ -365,14 +376,23 @@ void run_phases(const ScenarioSpec& spec, RunContext& ctx, ScenarioResult& r) {
   // drop the replica mid-sync and start a second full sync, which is a different experiment.
   primary_args.insert(primary_args.end(),
                       {"--client-output-buffer-limit", "replica 0 0 0", "--repl-diskless-sync-delay", "0"});
-  RedisInstance primary(base / "primary", primary_args);
+  // The rdb channel is set on both sides, and off where the scenario is not about it: Redis 8.0.2
+  // starts with repl-rdb-channel yes, which would turn every diskless sync into an rdb-channel one.
+  std::vector<std::string> channel;
+  const auto& server = ctx.server;
+  if (spec.rdb_channel && server.rdb_channel_config.empty())
+    throw BenchError(fmt::format("{} needs an rdb channel: {}", spec.name, server.no_channel_why));
+  if (!server.rdb_channel_config.empty()) channel = {"--" + server.rdb_channel_config, spec.rdb_channel ? "yes" : "no"};
+  if (spec.rdb_channel) r.channel_state = server.channel_state;
+  primary_args.insert(primary_args.end(), channel.begin(), channel.end());
+  RedisInstance primary(server.path, base / "primary", primary_args);
   std::vector<std::unique_ptr<RedisInstance>> replicas;
   const std::function<std::string(size_t)> replica_name = [&](size_t i) {
     return spec.replicas > 1 ? fmt::format("replica{}", i + 1) : std::string("replica");
   };
   if (spec.trigger == Trigger::replica_sync)
     for (size_t i = 0; i < spec.replicas; ++i) {
-      replicas.push_back(std::make_unique<RedisInstance>(base / replica_name(i), std::vector<std::string>{}));
+      replicas.push_back(std::make_unique<RedisInstance>(server.path, base / replica_name(i), channel));
       r.replica_addresses.push_back(replicas.back()->address());
     }
 
@@ -483,6 +503,18 @@ const std::vector<ScenarioSpec>& all_scenarios() {
                  "",
                  "three fresh replicas attach at once, diskless full syncs (repl-diskless-sync yes, delay 0)",
                  3});
+    // The same over the build's rdb channel: the child sends the RDB on a connection of the
+    // replica's own while the primary streams the writes on the main one (Redis 8, Valkey 8).
+    v.push_back({"scale_out_channel",
+                 Trigger::replica_sync,
+                 false,
+                 "full_sync_rdb_channel",
+                 {"--repl-diskless-sync", "yes"},
+                 "",
+                 "three fresh replicas attach at once, diskless full syncs over the server's rdb channel "
+                 "(repl-rdb-channel / dual-channel-replication-enabled yes, delay 0)",
+                 3,
+                 true});
     v.push_back({"readonly_control",
                  Trigger::replica_sync,
                  true,
@@ -515,7 +547,7 @@ const std::vector<ScenarioSpec>& all_scenarios() {
 }
 
 std::vector<ScenarioSpec> select_scenarios(const std::string& comma_list) {
-  std::vector<bool> chosen(all_scenarios().size(), false);
+  std::vector<bool> chosen(all_scenarios().size(), false), named(chosen);
   std::istringstream in(comma_list);
   bool any = false;
   for (std::string word; std::getline(in, word, ',');) {
@@ -530,6 +562,7 @@ std::vector<ScenarioSpec> select_scenarios(const std::string& comma_list) {
                        (word == "full_sync" && s.trigger == Trigger::replica_sync && !s.read_only && s.replicas == 1) ||
                        (word == "scale_out" && s.replicas > 1);
       if (hit) chosen[i] = matched = true;
+      if (word == s.name) named[i] = true;
     }
     if (!matched) {
       std::string names;
@@ -543,7 +576,10 @@ std::vector<ScenarioSpec> select_scenarios(const std::string& comma_list) {
   if (!any) throw UsageError("--scenarios: the list is empty");
   std::vector<ScenarioSpec> out;
   for (size_t i = 0; i < chosen.size(); ++i)
-    if (chosen[i]) out.push_back(all_scenarios()[i]);
+    if (chosen[i]) {
+      out.push_back(all_scenarios()[i]);
+      out.back().named = named[i];
+    }
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "bench/server.h"
 #include "correlate/replicas.h"
 #include "loadgen/loadgen.h"
 #include "redis/parse.h"
@@ -54,6 +55,9 @@ struct ScenarioResult {
   // turned up (polled every 10 ms; link_up_ns is the last of them). Full syncs only.
   std::vector<std::string> replica_addresses;
   std::vector<uint64_t> replica_link_up_ns;
+  // The replica state only the server's rdb channel shows (bg_transfer, send_bulk_and_stream), when
+  // the scenario ran over it: the self-check wants it seen for at least one replica.
+  std::string channel_state;
 
   // From the capture's JSON.
   std::string system_thp_enabled, system_thp_defrag;
@@ -84,6 +88,7 @@ struct RunContext {
   std::filesystem::path work_dir;  // redis-server directories (RDB, AOF), removed after each scenario
   ThpMode* thp = nullptr;          // set when THP scenarios may run
   const std::atomic<bool>& interrupted;
+  const ServerBuild& server;  // every primary and replica runs it
 };
 
 // Runs one scenario from start to clean-up. Faults (a replica that never synced, a capture that

@@ -96,13 +96,20 @@ std::string replicas_per_fork(const ScenarioResult& r) {
   return out.empty() ? "none" : out;
 }
 
-void scale_out_sentences(std::string& out, const std::vector<ScenarioResult>& results) {
+void scale_out_sentences(std::string& out, const RunInfo& info, const std::vector<ScenarioResult>& results) {
   const auto* disk = find(results, "scale_out_disk");
   const auto* diskless = find(results, "scale_out_diskless");
-  if (!disk && !diskless) return;
+  const auto* channel = find(results, "scale_out_channel");
+  const auto skipped = std::find_if(info.skipped.begin(), info.skipped.end(),
+                                    [](const auto& s) { return s.first == "scale_out_channel"; });
+  if (!disk && !diskless && !channel && skipped == info.skipped.end()) return;
   const auto base = latency(find(results, "steady"), "steady");
   out += "**Scale-out: three fresh replicas at once.** ";
-  for (const auto& [r, what] : {std::pair{disk, "over disk"}, std::pair{diskless, "diskless"}}) {
+  const std::string over_channel =
+      channel ? fmt::format("over {}'s rdb channel ({} yes)", info.server.label(), info.server.rdb_channel_config)
+              : std::string();
+  for (const auto& [r, what] : {std::pair{disk, std::string("over disk")}, std::pair{diskless, std::string("diskless")},
+                                std::pair{channel, over_channel}}) {
     if (!r) continue;
     double lo = 0, hi = 0;
     size_t n = 0;
@@ -128,6 +135,7 @@ void scale_out_sentences(std::string& out, const std::vector<ScenarioResult>& re
                        static_cast<double>(r->rss_kb_max) / 1024.0, mib(r->copied_bytes),
                        mib(r->replication_buffer_peak_bytes));
   }
+  if (skipped != info.skipped.end()) out += fmt::format("scale_out_channel was not run: {}. ", skipped->second);
   out += "\n\n";
 }
 
@@ -306,9 +314,8 @@ std::string summary_markdown(const BenchOptions& o, const RunInfo& info, const s
   out += fmt::format("Run {} to {} (UTC), thptrace {}, kernel {}, {} CPUs, {:.0f} GiB RAM", info.utc_start,
                      info.utc_end, info.thptrace_version, info.kernel_release, info.cpus,
                      static_cast<double>(info.mem_total_kb) / 1048576.0);
-  if (redis_info)
-    out += fmt::format(", Redis {} ({})", redis::info_str(*redis_info, "redis_version"),
-                       redis::info_str(*redis_info, "mem_allocator"));
+  out += fmt::format(", {} ({}{})", info.server.label(), info.server.path,
+                     redis_info ? ", " + redis::info_str(*redis_info, "mem_allocator") : "");
   out += fmt::format(
       ". Host THP `{}` (defrag `{}`), `{}` after the run. Load average {} at the start, {} at the end.\n\n",
       info.host_thp_enabled, info.host_thp_defrag, info.host_thp_enabled_after, info.loadavg_start, info.loadavg_end);
@@ -341,7 +348,7 @@ std::string summary_markdown(const BenchOptions& o, const RunInfo& info, const s
 
   out += "## What this run shows\n\n";
   full_sync_sentences(out, results);
-  scale_out_sentences(out, results);
+  scale_out_sentences(out, info, results);
   control_sentences(out, results);
   aof_sentences(out, results);
   thp_sentences(out, results);
