@@ -228,6 +228,29 @@ TEST(Replicas, Valkey8DualChannelSyncIsOneSync) {
   EXPECT_DOUBLE_EQ(*s.sync_ms(), 700.0);
 }
 
+// Valkey 8 dual channel, delay 0 (as thptrace bench's scale_out_channel ran it, 500k keys): the first
+// replica's merged entry leaves wait_bgsave for bg_transfer only when its rdb channel is gone, after
+// its child ended and just as the next fork began for the two that came late. Each keeps the fork
+// the primary's log gives it: 1 + 2, not 0 + 3.
+TEST(Replicas, Valkey8BgTransferAfterTheNextForkBeganKeepsItsOwnFork) {
+  Correlator c(kParent);
+  c.on_snapshot(poll(100, {}));
+  c.on_event(exit_ev(episode(500, 150, 790, REASON_FULL_SYNC_RDB_CHANNEL)));
+  c.on_snapshot(poll(200, {rep(6381, "wait_bgsave"), rep(6382, "wait_bgsave"), rep(6383, "wait_bgsave")}));
+  c.on_snapshot(poll(700, {rep(6381, "wait_bgsave"), rep(6382, "wait_bgsave"), rep(6383, "wait_bgsave")}));
+  c.on_event(exit_ev(episode(501, 795, 1500, REASON_FULL_SYNC_RDB_CHANNEL)));
+  c.on_snapshot(poll(800, {rep(6381, "bg_transfer", 10), rep(6382, "wait_bgsave"), rep(6383, "wait_bgsave")}));
+  c.on_snapshot(poll(1600, {rep(6381, "online", 30), rep(6382, "bg_transfer", 20), rep(6383, "bg_transfer", 20)}));
+  c.on_snapshot(poll(1700, {rep(6381, "online", 30), rep(6382, "online", 30), rep(6383, "online", 30)}));
+  const auto forks = c.take_remaining(true);
+  ASSERT_EQ(forks.size(), 2u);
+  ASSERT_EQ(forks[0].replicas.size(), 1u);
+  EXPECT_EQ(forks[0].replicas[0].address, "127.0.0.1:6381");
+  ASSERT_EQ(forks[1].replicas.size(), 2u);
+  EXPECT_EQ(forks[1].replicas[0].address, "127.0.0.1:6382");
+  EXPECT_EQ(forks[1].replicas[1].address, "127.0.0.1:6383");
+}
+
 TEST(ReplicaParse, OutputBufferLimitAndClientListOmem) {
   const auto l = thptrace::redis::parse_replica_output_buffer_limit(
       "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60");

@@ -130,13 +130,16 @@ const ForkWindow* ReplicaTracker::fork_of(const ReplicaSync& s) const {
       std::any_of(s.states.begin(), s.states.end(), [](const auto& x) { return !waiting(x.state); });
   // The state that ended the wait says whether its child had finished by then: a plain sync leaves
   // wait_bgsave only once its child's RDB is complete (send_bulk after a disk save, online after a
-  // diskless stream), while a replica on an rdb channel (Redis 8 send_bulk_and_stream, Valkey 8
-  // bg_transfer) leaves it while its child still streams. In the first case a fork that began just
-  // before the poll that saw the wait end is the next one (diskless, delay 0: the replicas that came
-  // too late for the first fork get theirs as soon as it ends), not its own.
+  // diskless stream), and so does a Valkey 8 dual-channel one (bg_transfer shows once its rdb
+  // channel's line, in wait_bgsave while the child streams, is gone: the primary's log has the
+  // transfer done by then), while a Redis 8 rdb-channel replica leaves it for send_bulk_and_stream
+  // while its child still streams. In the first case a fork that began just before the poll that
+  // saw the wait end is the next one (diskless, delay 0: the replicas that came too late for the
+  // first fork get theirs as soon as it ends), not its own.
   const auto ended_by = std::find_if(s.states.begin(), s.states.end(), [](const auto& x) { return !waiting(x.state); });
   const bool child_done_at_wait_end =
-      ended_by != s.states.end() && (ended_by->state == "send_bulk" || ended_by->state == "online");
+      ended_by != s.states.end() &&
+      (ended_by->state == "send_bulk" || ended_by->state == "online" || ended_by->state == "bg_transfer");
   const ForkWindow* best = nullptr;
   const ForkWindow* best_done = nullptr;
   for (const auto& f : forks_) {
