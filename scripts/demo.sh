@@ -39,7 +39,8 @@ pids+=($!)
 sleep 2
 
 echo "thptrace demo: capturing; a fresh replica attaches in 2 s and does a full sync"
-"$build/userspace/cli/thptrace" --pid "$primary_pid" --redis "127.0.0.1:$port" --json "$work/report.json" &
+"$build/userspace/cli/thptrace" --pid "$primary_pid" --redis "127.0.0.1:$port" --json "$work/report.json" \
+  --svg "$work/timeline.svg" &
 tracer=$!
 sleep 2
 redis-server --bind 127.0.0.1 --port "$replica_port" --dir "$work/replica" --save '' --appendonly no \
@@ -55,4 +56,5 @@ sleep 2
 kill -INT "$tracer"
 wait "$tracer"
 cp "$work/report.json" "$root/thptrace-demo-report.json"
-echo "thptrace demo: JSON report saved to $root/thptrace-demo-report.json"
+cp "$work/timeline.svg" "$root/thptrace-demo-timeline.svg"
+echo "thptrace demo: JSON report saved to $root/thptrace-demo-report.json, timeline to $root/thptrace-demo-timeline.svg"

@@ -29,6 +29,7 @@ packages=(
   podman runc netavark iptables
   python3-jsonschema  # docs/report.schema.json checked against real reports (tests/schema)
   clang-format-14 clang-tidy-14  # scripts/lint.sh (.clang-format, .clang-tidy) on changed lines
+  chromium libpng-dev  # the --svg timeline rendered by a real browser and its pixels read (timeline_test.cpp)
 )
 
 export DEBIAN_FRONTEND=noninteractive

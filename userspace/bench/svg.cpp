@@ -8,49 +8,21 @@
 #include <cmath>
 
 #include "bench/results.h"
+#include "common/svg.h"
 
 namespace thptrace::bench {
 namespace {
 
+using svg::escape;
+using svg::tick_step;
+
 constexpr double kWidth = 1000, kLeft = 72, kRight = 24, kPanelHeight = 150, kPanelGap = 48, kTop = 64;
 constexpr double kPlotWidth = kWidth - kLeft - kRight;
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 std::string latency_label(double us) {
   if (us >= 1e6) return fmt::format("{:g} s", us / 1e6);
   if (us >= 1e3) return fmt::format("{:g} ms", us / 1e3);
   return fmt::format("{:g} µs", us);
-}
-
-// A tick step of 1, 2 or 5 × 10^k seconds giving at most about ten ticks over `span_s`.
-double tick_step(double span_s) {
-  const double raw = std::max(span_s / 10.0, 1e-3);
-  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (m * mag >= raw) return m * mag;
-  return 10 * mag;
 }
 
 struct Point {

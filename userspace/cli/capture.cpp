@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "report/report.h"
+#include "report/timeline.h"
 
 namespace thptrace::cli {
 
@@ -19,14 +20,20 @@ int run_capture(const CaptureOptions& o) {
     std::ofstream(path) << report::inputs_to_json(inputs).dump(1) << "\n";
   const report::Report r = report::assemble(inputs);
   std::cout << report::to_text(r) << std::flush;
-  if (!o.json_path.empty()) {
-    std::string error;
-    if (!report::write_json_file(r, o.json_path, &error)) {
+  int code = kExitOk;
+  if (std::string error; !o.json_path.empty() && !report::write_json_file(r, o.json_path, &error)) {
+    log::warn("{}", error);
+    code = kExitRuntime;
+  }
+  if (!o.svg_path.empty()) {
+    const bool html = o.svg_path.ends_with(".html") || o.svg_path.ends_with(".htm");
+    if (std::string error;
+        !report::write_file_atomically(o.svg_path, report::timeline_document(r, inputs, html), &error)) {
       log::warn("{}", error);
-      return kExitRuntime;
+      code = kExitRuntime;
     }
   }
-  return kExitOk;
+  return code;
 }
 
 }  // namespace thptrace::cli

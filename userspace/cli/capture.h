@@ -14,6 +14,7 @@ struct CaptureOptions {
   std::string redis;                 // HOST:PORT or unix:/PATH, "" for none
   redis::ConnectionSettings redis_settings;  // user, password file, TLS
   std::string json_path;
+  std::string svg_path;  // the timeline drawn (an HTML page around it when the name ends in .html)
   bool force_fallback = false;
   int interval_ms = 100;
   size_t ringbuf_kb = 256;

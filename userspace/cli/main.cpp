@@ -42,6 +42,8 @@ int capture_main(int argc, char** argv) {
       "redis", po::value<std::string>(),
       "HOST:PORT or unix:/PATH of that Redis, for fork reasons and server-side latency")(
       "json", po::value<std::string>(), "also write the report as JSON to PATH")(
+      "svg", po::value<std::string>(),
+      "also draw the capture's timeline to PATH (SVG; an HTML page around it when PATH ends in .html)")(
       "force-fallback", "use the fallback attach mode of every probe family")(
       "interval-ms", po::value<int>()->default_value(100), "sampling interval of /proc and Redis, ms")(
       "ringbuf-kb", po::value<size_t>()->default_value(256), "ring buffer size, KiB")(
@@ -77,6 +79,7 @@ int capture_main(int argc, char** argv) {
   if (vm.count("redis")) o.redis = vm["redis"].as<std::string>();
   o.redis_settings = redis_connection_settings(vm);
   if (vm.count("json")) o.json_path = vm["json"].as<std::string>();
+  if (vm.count("svg")) o.svg_path = vm["svg"].as<std::string>();
   o.force_fallback = vm.count("force-fallback") > 0;
   o.interval_ms = vm["interval-ms"].as<int>();
   if (o.interval_ms < 10 || o.interval_ms > 60000)

@@ -56,18 +56,20 @@ CaptureTarget validate_capture(const CaptureOptions& o) {
   if (!proc::process_exists(pid)) throw FatalError(kExitUsage, fmt::format("no process with pid {} exists.", pid));
   const auto status = proc::read_status(pid);
   if (!status) throw FatalError(kExitUsage, fmt::format("cannot read /proc/{}/status: no such process.", pid));
-  if (!o.json_path.empty()) {
-    const auto dir = std::filesystem::path(o.json_path).parent_path();
+  for (const auto& [path, what] : {std::pair{o.json_path, "the JSON report"}, std::pair{o.svg_path, "the timeline"}}) {
+    if (path.empty()) continue;
+    const auto dir = std::filesystem::path(path).parent_path();
     if (!dir.empty() && !std::filesystem::is_directory(dir))
-      throw FatalError(kExitUsage, fmt::format("cannot write the JSON report to {}: {} is not a directory.",
-                                               o.json_path, dir.string()));
+      throw FatalError(kExitUsage,
+                       fmt::format("cannot write {} to {}: {} is not a directory.", what, path, dir.string()));
   }
   CaptureTarget t{pid, *status, std::move(redis)};
   require_vmlinux_btf();
   return t;
 }
 
-CaptureSession::CaptureSession(const CaptureOptions& o, const CaptureTarget& target) : duration_s_(o.duration_s) {
+CaptureSession::CaptureSession(const CaptureOptions& o, const CaptureTarget& target)
+    : duration_s_(o.duration_s), read_counters_(!o.svg_path.empty()) {
   inputs_.version = kVersion;
   inputs_.pid = target.pid;
   if (const auto ns =
@@ -157,14 +159,27 @@ report::CaptureInputs CaptureSession::run() {
   };
   inputs_.start_ns = proc::monotonic_ns();
   const uint64_t deadline = duration_s_ ? inputs_.start_ns + static_cast<uint64_t>(*duration_s_ * 1e9) : UINT64_MAX;
+  // For a timeline, the target's running counters every kCounterIntervalNs, read between polls.
+  uint64_t next_read = inputs_.start_ns;
+  const auto read_counters = [&] {
+    const uint64_t now = proc::monotonic_ns();
+    if (!read_counters_ || now < next_read) return;
+    next_read = now + report::kCounterIntervalNs;
+    if (const auto t = tracer_->target(inputs_.pid))
+      inputs_.counters.push_back({now, t->cow_faults, t->child_cow_faults, t->thp_splits});
+  };
+  const int poll_ms = read_counters_ ? static_cast<int>(report::kCounterIntervalNs / 1'000'000) : 100;
   while (!stop_requested() && proc::monotonic_ns() < deadline && !target_exited) {
-    const int n = tracer_->poll(100, on_event);
+    read_counters();
+    const int n = tracer_->poll(poll_ms, on_event);
     if (n < 0 && n != -EINTR) {
       log::warn("ring buffer poll failed: {}", std::strerror(-n));
       break;
     }
   }
   tracer_->poll(0, on_event);  // drain what arrived before we stopped
+  next_read = 0;
+  read_counters();
   inputs_.end_ns = proc::monotonic_ns();
 
   inputs_.final_episodes = tracer_->episodes_of(inputs_.pid);

@@ -47,6 +47,7 @@ class CaptureSession {
   void attach(const CaptureOptions& o, const CaptureTarget& target);
 
   std::optional<double> duration_s_;
+  bool read_counters_ = false;    // for --svg: report::CaptureInputs::counters
   report::CaptureInputs inputs_;  // filled as the session goes
   std::unique_ptr<tracer::Tracer> tracer_;
   std::unique_ptr<proc::Sampler> sampler_;

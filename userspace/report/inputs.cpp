@@ -1,5 +1,7 @@
 #include "report/inputs.h"
 
+#include <array>
+
 namespace thptrace::report {
 namespace {
 
@@ -296,6 +298,11 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
   j["redis_error"] = in.redis_error;
   j["cgroup_start"] = cgroup_json(in.cgroup_start);
   j["cgroup_end"] = cgroup_json(in.cgroup_end);
+  if (!in.counters.empty()) {
+    auto& c = j["counters"] = ordered_json::array();
+    for (const auto& x : in.counters)
+      c.push_back({x.ts_ns, x.cow_faults, x.child_cow_faults, x.thp_splits});  // 4 numbers a row: a long series
+  }
   return j;
 }
 
@@ -358,6 +365,11 @@ CaptureInputs inputs_from_json(const json& j) {
   in.redis_error = j.at("redis_error").get<std::string>();
   in.cgroup_start = cgroup_from(j, "cgroup_start");
   in.cgroup_end = cgroup_from(j, "cgroup_end");
+  if (j.contains("counters"))
+    for (const auto& x : j.at("counters")) {
+      const auto row = x.get<std::array<uint64_t, 4>>();
+      in.counters.push_back({row[0], row[1], row[2], row[3]});
+    }
   return in;
 }
 

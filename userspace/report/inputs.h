@@ -19,6 +19,18 @@
 
 namespace thptrace::report {
 
+// The target's in-kernel counters read every few ms by a capture asked for a timeline (--svg): the
+// running counts the fault programs keep (the fast path's per-CPU sums), so a time bucket's faults
+// are a difference of two reads, not one ring-buffer record per fault.
+struct CounterSample {
+  uint64_t ts_ns = 0;  // CLOCK_MONOTONIC
+  uint64_t cow_faults = 0;
+  uint64_t child_cow_faults = 0;
+  uint64_t thp_splits = 0;  // fentry mode only
+};
+// How often a capture with --svg reads them.
+inline constexpr uint64_t kCounterIntervalNs = 10'000'000;
+
 struct CaptureInputs {
   std::string version;
   proc::SystemInfo system;
@@ -42,6 +54,7 @@ struct CaptureInputs {
   std::string redis_error;
   // The target's memory cgroup at the start and at the end (limit, the kernel's peak, OOM kills).
   std::optional<proc::CgroupMemory> cgroup_start, cgroup_end;
+  std::vector<CounterSample> counters;  // only with --svg; written only when there are some
 };
 
 // One record of each kind, as inputs_to_json writes it (the daemon's recordings use them too).

@@ -301,6 +301,10 @@ std::string to_text(const Report& r) {
 }
 
 bool write_json_file(const Report& r, const std::string& path, std::string* error) {
+  return write_file_atomically(path, to_json(r).dump(2) + "\n", error);
+}
+
+bool write_file_atomically(const std::string& path, const std::string& content, std::string* error) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);
@@ -308,7 +312,7 @@ bool write_json_file(const Report& r, const std::string& path, std::string* erro
       if (error) *error = "cannot write " + path;
       return false;
     }
-    out << to_json(r).dump(2) << "\n";
+    out << content;
     out.flush();
     if (!out) {
       std::remove(tmp.c_str());

@@ -133,5 +133,7 @@ std::string to_text(const Report& r);
 // Writes the JSON to path through a temporary file and rename, so a reader never sees half a file.
 // Returns false with *error set on failure.
 bool write_json_file(const Report& r, const std::string& path, std::string* error);
+// The same for any content.
+bool write_file_atomically(const std::string& path, const std::string& content, std::string* error);
 
 }  // namespace thptrace::report

@@ -1,0 +1,329 @@
+// The capture's timeline (--svg), written by hand like the bench's: copy-on-write faults per time
+// bucket (parent and children) from the in-kernel counters read every 10 ms, the target's RSS and
+// AnonHugePages from /proc, THP splits, each fork window shaded and labelled with its reason and
+// Redis's server-side latency during it, and each replica's sync through its states.
+#include "report/timeline.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "common/svg.h"
+
+namespace thptrace::report {
+namespace {
+
+using svg::escape;
+
+constexpr double kWidth = 1000, kLeft = 118, kRight = 24, kPlotWidth = kWidth - kLeft - kRight;
+constexpr double kCowHeight = 150, kMemHeight = 110, kSplitHeight = 60, kReplicaRow = 13, kGap = 42, kTop = 76;
+// Time buckets: 10 ms, or wider (a 1-2-5 step) so that a long capture has at most this many.
+constexpr size_t kMaxBuckets = 1500;
+constexpr size_t kMaxReplicaRows = 12;
+
+// The capture's time axis: ms since its start, and the x of a time.
+struct Axis {
+  uint64_t start_ns = 0;
+  double end_ms = 1;
+  double ms(uint64_t ts_ns) const { return (static_cast<double>(ts_ns) - static_cast<double>(start_ns)) / 1e6; }
+  double x(double t_ms) const { return kLeft + std::clamp(t_ms / end_ms, 0.0, 1.0) * kPlotWidth; }
+  double x_ns(uint64_t ts_ns) const { return x(ms(ts_ns)); }
+};
+
+double bucket_ms_for(double span_ms) {
+  double width = static_cast<double>(kCounterIntervalNs) / 1e6;
+  for (double mag = width; span_ms / width > static_cast<double>(kMaxBuckets); mag *= 10)
+    for (double m : {2.0, 5.0, 10.0}) {
+      width = m * mag;
+      if (span_ms / width <= static_cast<double>(kMaxBuckets)) break;
+    }
+  return width;
+}
+
+// A running counter's growth per bucket. A read can see a child's count twice for an instant (its
+// exit moves it from the episode to the target between two lookups): the series is taken as its
+// running maximum, so no bucket is negative and the total is the last read's.
+template <typename Get>
+std::vector<double> per_bucket(const std::vector<CounterSample>& c, const Axis& a, double bucket_ms, size_t n,
+                               Get get) {
+  std::vector<double> out(n, 0);
+  uint64_t high = c.empty() ? 0 : get(c.front());
+  for (size_t i = 1; i < c.size(); ++i) {
+    const uint64_t v = std::max(high, get(c[i]));
+    const auto b = static_cast<size_t>(std::clamp(a.ms(c[i].ts_ns) / bucket_ms, 0.0, static_cast<double>(n - 1)));
+    out[b] += static_cast<double>(v - high);
+    high = v;
+  }
+  return out;
+}
+
+// A round upper bound for an axis: 1, 2 or 5 × 10^k at or above v.
+double nice_ceiling(double v) {
+  if (v <= 0) return 1;
+  const double mag = std::pow(10.0, std::floor(std::log10(v)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * mag >= v) return m * mag;
+  return 10 * mag;
+}
+
+// The bucket values as data (a reader of the SVG, such as the tests, need not trace the path back).
+std::string values(const std::vector<double>& v) {
+  std::string out;
+  for (double x : v) out += fmt::format("{}{:.0f}", out.empty() ? "" : ",", x);
+  return out;
+}
+
+std::string count_label(double v) {
+  if (v >= 1e6) return fmt::format("{:g}M", v / 1e6);
+  if (v >= 1e3) return fmt::format("{:g}k", v / 1e3);
+  return fmt::format("{:g}", v);
+}
+
+// A step outline of bucket values over [0, end), as an SVG path on the panel whose bottom is y0.
+std::string step_path(const std::vector<double>& v, double bucket_ms, const Axis& a, double y0, double scale) {
+  std::string d = fmt::format("M{:.1f},{:.1f} ", a.x(0), y0);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double y = y0 - v[i] * scale;
+    d += fmt::format("L{:.1f},{:.1f} L{:.1f},{:.1f} ", a.x(static_cast<double>(i) * bucket_ms), y,
+                     a.x(static_cast<double>(i + 1) * bucket_ms), y);
+  }
+  d += fmt::format("L{:.1f},{:.1f} Z", a.x(static_cast<double>(v.size()) * bucket_ms), y0);
+  return d;
+}
+
+void frame(std::string& out, double top, double height, const std::string& title) {
+  out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"title\">{}</text>\n", kLeft, top - 8, escape(title));
+  out += fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"{}\" height=\"{}\" class=\"frame\"/>\n", kLeft, top,
+                     kPlotWidth, height);
+}
+
+void y_labels(std::string& out, double top, double height, double hi, const std::string& unit) {
+  for (int i = 0; i <= 2; ++i) {
+    const double v = hi * i / 2, y = top + height - height * i / 2;
+    out += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" class=\"grid\"/>\n", kLeft,
+                       kLeft + kPlotWidth, y, y);
+    out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"ylabel\">{}{}</text>\n", kLeft - 6, y + 4, count_label(v),
+                       unit);
+  }
+}
+
+// The fork windows over one panel: fork to child exit (to the end when it outlived the capture).
+// The copy-on-write panel's carry the fork's facts as data- attributes and a tooltip.
+void fork_bands(std::string& out, const Report& r, const Axis& a, double top, double height, bool labelled) {
+  double last_label_x = -1e9;
+  for (const auto& f : r.forks) {
+    const double x0 = a.x_ns(f.fork_ts_ns);
+    const double x1 = f.exit_ts_ns ? a.x_ns(f.exit_ts_ns) : kLeft + kPlotWidth;
+    if (!labelled) {
+      out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" class=\"forkband\"/>\n", x0,
+                         top, std::max(x1 - x0, 1.5), height);
+      continue;
+    }
+    const std::string reason = correlate::reason_name(f.reason);
+    std::string latency;
+    if (f.latency_during && f.latency_during->calls)
+      latency = fmt::format(" · p99.9 {:.3g} ms", f.latency_during->p999_us / 1e3);
+    out += fmt::format(
+        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" class=\"fork\" data-child=\"{}\" "
+        "data-reason=\"{}\" data-start-ms=\"{:.3f}\" data-end-ms=\"{}\"><title>fork {} ({}): {} + {} COW "
+        "faults{}</title></rect>\n",
+        x0, top, std::max(x1 - x0, 1.5), height, f.child_pid, reason, a.ms(f.fork_ts_ns),
+        f.exit_ts_ns ? fmt::format("{:.3f}", a.ms(f.exit_ts_ns)) : std::string("null"), f.child_pid, reason,
+        f.cow_faults, f.child_cow_faults, escape(latency));
+    if (x0 - last_label_x < 110) continue;  // the tooltip still says it
+    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"forklabel\">{}{}</text>\n", x0 + 3, top + 12,
+                       escape(reason), escape(latency));
+    last_label_x = x0;
+  }
+}
+
+void x_ticks(std::string& out, const Axis& a, double bottom) {
+  const double step = svg::tick_step(a.end_ms / 1000.0);
+  for (double s = 0; s * 1000.0 <= a.end_ms + 1e-6; s += step)
+    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"xlabel\">{:g} s</text>\n", a.x(s * 1000.0), bottom + 14,
+                       s);
+}
+
+const char* state_class(const std::string& state) {
+  if (state == "wait_bgsave") return "st-wait";
+  if (state == "send_bulk") return "st-bulk";
+  if (state == "online") return "st-online";
+  return "st-channel";  // Redis 8 send_bulk_and_stream, Valkey 8 bg_transfer
+}
+
+void replica_rows(std::string& out, const std::vector<const correlate::ReplicaSync*>& syncs, const Axis& a,
+                  double top) {
+  for (size_t i = 0; i < syncs.size() && i < kMaxReplicaRows; ++i) {
+    const auto& s = *syncs[i];
+    const double y = top + static_cast<double>(i) * kReplicaRow;
+    out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"ylabel\">{}</text>\n", kLeft - 6, y + 9, escape(s.address));
+    for (size_t k = 0; k < s.states.size(); ++k) {
+      const auto& st = s.states[k];
+      const uint64_t from = st.first_seen_ns;
+      if (st.state == "online") {
+        out += fmt::format(
+            "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"3\" height=\"{}\" class=\"st-online\"><title>{} "
+            "online</title></rect>\n",
+            a.x_ns(from) - 1.5, y + 1, kReplicaRow - 3, escape(s.address));
+        continue;
+      }
+      const uint64_t to = k + 1 < s.states.size() ? s.states[k + 1].first_seen_ns : s.last_seen_ns;
+      out += fmt::format(
+          "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" class=\"{}\"><title>{} {}</title></rect>\n",
+          a.x_ns(from), y + 1, std::max(a.x_ns(to) - a.x_ns(from), 2.0), kReplicaRow - 3, state_class(st.state),
+          escape(s.address), escape(st.state));
+    }
+    if (s.outcome == correlate::ReplicaSync::Outcome::dropped)
+      out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"dropped\">✕</text>\n", a.x_ns(s.last_seen_ns) + 2,
+                         y + 9);
+  }
+  if (syncs.size() > kMaxReplicaRows)
+    out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"ylabel\">+{} more</text>\n", kLeft - 6,
+                       top + static_cast<double>(kMaxReplicaRows) * kReplicaRow + 9, syncs.size() - kMaxReplicaRows);
+}
+
+}  // namespace
+
+std::string timeline_svg(const Report& r, const CaptureInputs& in) {
+  Axis a{in.start_ns, std::max(static_cast<double>(in.end_ns - in.start_ns) / 1e6, 1.0)};
+  const double bucket_ms = bucket_ms_for(a.end_ms);
+  const auto n = static_cast<size_t>(std::ceil(a.end_ms / bucket_ms));
+  const auto parent = per_bucket(in.counters, a, bucket_ms, n, [](const CounterSample& c) { return c.cow_faults; });
+  const auto child =
+      per_bucket(in.counters, a, bucket_ms, n, [](const CounterSample& c) { return c.child_cow_faults; });
+  const bool kernel_splits = r.probes.cow_fault.mode == tracer::Mode::fentry;
+  std::vector<double> splits;
+  if (kernel_splits) {
+    splits = per_bucket(in.counters, a, bucket_ms, n, [](const CounterSample& c) { return c.thp_splits; });
+  } else {  // the machine's thp_split_pmd between two /proc samples, put in the later one's bucket
+    splits.assign(n, 0);
+    const auto& s = in.samples.samples();
+    for (size_t i = 1; i < s.size(); ++i) {
+      const auto now = s[i].thp_vmstat.find("thp_split_pmd"), before = s[i - 1].thp_vmstat.find("thp_split_pmd");
+      if (now == s[i].thp_vmstat.end() || before == s[i - 1].thp_vmstat.end() || now->second < before->second) continue;
+      const auto b = static_cast<size_t>(std::clamp(a.ms(s[i].ts_ns) / bucket_ms, 0.0, static_cast<double>(n - 1)));
+      splits[b] += static_cast<double>(now->second - before->second);
+    }
+  }
+  std::vector<const correlate::ReplicaSync*> syncs;
+  for (const auto& f : r.forks)
+    for (const auto& s : f.replicas) syncs.push_back(&s);
+
+  const auto total = [](const std::vector<double>& v) {
+    double t = 0;
+    for (double x : v) t += x;
+    return static_cast<uint64_t>(std::llround(t));
+  };
+  const double cow_top = kTop + 24, mem_top = cow_top + kCowHeight + kGap, split_top = mem_top + kMemHeight + kGap;
+  const double replica_top = split_top + kSplitHeight + kGap;
+  const double replica_height = static_cast<double>(std::min(syncs.size(), kMaxReplicaRows + 1)) * kReplicaRow;
+  const double height = (syncs.empty() ? split_top + kSplitHeight : replica_top + replica_height) + 30;
+
+  std::string out = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"timeline\" width=\"{0}\" height=\"{1:.0f}\" viewBox=\"0 0 {0} "
+      "{1:.0f}\" "
+      "font-family=\"sans-serif\" font-size=\"11\" data-pid=\"{2}\" data-duration-ms=\"{3:.3f}\" "
+      "data-bucket-ms=\"{4:g}\" data-plot-left=\"{5}\" data-plot-width=\"{6}\">\n",
+      kWidth, height, r.pid, a.end_ms, bucket_ms, kLeft, kPlotWidth);
+  out +=
+      "<style>\n"
+      ".title{font-size:12px;font-weight:bold;fill:#222}\n"
+      ".frame{fill:#fff;stroke:#999;stroke-width:1}\n"
+      ".grid{stroke:#e4e4e4;stroke-width:1}\n"
+      ".fork,.forkband{fill:#f28e2b;opacity:0.22}\n"
+      ".forklabel{fill:#a0520c;font-size:10px}\n"
+      ".ylabel{text-anchor:end;fill:#444;font-size:10px}\n"
+      ".xlabel{text-anchor:middle;fill:#444;font-size:10px}\n"
+      ".cow-parent{fill:#1f77b4;fill-opacity:0.55;stroke:#1f77b4;stroke-width:0.8}\n"
+      ".cow-child{fill:none;stroke:#d62728;stroke-width:1.2}\n"
+      ".rss{fill:none;stroke:#2ca02c;stroke-width:1.6}\n"
+      ".ahp{fill:none;stroke:#9467bd;stroke-width:1.6;stroke-dasharray:5 3}\n"
+      ".splits{fill:#8c564b;fill-opacity:0.7;stroke:#8c564b;stroke-width:0.6}\n"
+      ".st-wait{fill:#bbbbbb}.st-bulk{fill:#1f77b4}.st-channel{fill:#9467bd}.st-online{fill:#2ca02c}\n"
+      ".dropped{fill:#d62728;font-size:10px}\n"
+      ".note{fill:#666;font-size:10px}\n"
+      "</style>\n"
+      "<rect width=\"100%\" height=\"100%\" fill=\"#fafafa\"/>\n";
+  out += fmt::format("<text x=\"{}\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{}</text>\n", kLeft,
+                     escape(fmt::format("thptrace: pid {} ({}), {:.1f} s, {} fork{}", r.pid, r.comm, a.end_ms / 1e3,
+                                        r.forks.size(), r.forks.size() == 1 ? "" : "s")));
+  out += fmt::format(
+      "<text x=\"{}\" y=\"40\" class=\"note\">{}</text>\n", kLeft,
+      escape(fmt::format("kernel {}, THP {}; COW faults counted by {}; shaded: a fork's child alive",
+                         r.system.kernel_release, r.system.thp_enabled, tracer::mode_name(r.probes.cow_fault.mode))));
+
+  // Copy-on-write faults per bucket.
+  const double cow_hi = nice_ceiling(
+      std::max(*std::max_element(parent.begin(), parent.end()), *std::max_element(child.begin(), child.end())));
+  frame(out, cow_top, kCowHeight,
+        fmt::format("Copy-on-write faults per {:g} ms: parent (filled), children (line)", bucket_ms));
+  y_labels(out, cow_top, kCowHeight, cow_hi, "");
+  fork_bands(out, r, a, cow_top, kCowHeight, true);
+  if (in.counters.empty())
+    out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"note\">no counter reads in this capture</text>\n",
+                       kLeft + 8, cow_top + kCowHeight / 2);
+  out += fmt::format("<path d=\"{}\" class=\"cow-parent\" data-total=\"{}\" data-buckets=\"{}\"/>\n",
+                     step_path(parent, bucket_ms, a, cow_top + kCowHeight, kCowHeight / cow_hi), total(parent),
+                     values(parent));
+  std::string child_line;
+  for (size_t i = 0; i < child.size(); ++i)
+    child_line += fmt::format("{}{:.1f},{:.1f} ", i ? "L" : "M", a.x((static_cast<double>(i) + 0.5) * bucket_ms),
+                              cow_top + kCowHeight - child[i] * kCowHeight / cow_hi);
+  out += fmt::format("<path d=\"{}\" class=\"cow-child\" data-total=\"{}\" data-buckets=\"{}\"/>\n", child_line,
+                     total(child), values(child));
+  x_ticks(out, a, cow_top + kCowHeight);
+
+  // Memory: RSS and AnonHugePages from /proc.
+  uint64_t mem_max_kb = 0;
+  for (const auto& s : in.samples.samples()) mem_max_kb = std::max(mem_max_kb, s.rss_kb);
+  const double mem_hi = nice_ceiling(static_cast<double>(mem_max_kb) / 1024.0);
+  frame(out, mem_top, kMemHeight, "Memory, MiB: RSS (solid), AnonHugePages (dashed)");
+  y_labels(out, mem_top, kMemHeight, mem_hi, "");
+  fork_bands(out, r, a, mem_top, kMemHeight, false);
+  std::string rss, ahp;
+  for (const auto& s : in.samples.samples()) {
+    if (!s.target_alive) continue;
+    const double x = a.x_ns(s.ts_ns);
+    const auto y = [&](uint64_t kb) {
+      return mem_top + kMemHeight - static_cast<double>(kb) / 1024.0 / mem_hi * kMemHeight;
+    };
+    rss += fmt::format("{}{:.1f},{:.1f} ", rss.empty() ? "M" : "L", x, y(s.rss_kb));
+    ahp += fmt::format("{}{:.1f},{:.1f} ", ahp.empty() ? "M" : "L", x, y(s.anon_huge_pages_kb));
+  }
+  out += fmt::format("<path d=\"{}\" class=\"rss\"/>\n<path d=\"{}\" class=\"ahp\"/>\n", rss, ahp);
+  x_ticks(out, a, mem_top + kMemHeight);
+
+  // THP splits.
+  const double split_hi = nice_ceiling(*std::max_element(splits.begin(), splits.end()));
+  frame(out, split_top, kSplitHeight,
+        kernel_splits ? fmt::format("THP splits per {:g} ms (this process, fentry)", bucket_ms)
+                      : std::string("THP splits (thp_split_pmd, the whole machine, per /proc sample)"));
+  y_labels(out, split_top, kSplitHeight, split_hi, "");
+  fork_bands(out, r, a, split_top, kSplitHeight, false);
+  out += fmt::format("<path d=\"{}\" class=\"splits\" data-total=\"{}\"/>\n",
+                     step_path(splits, bucket_ms, a, split_top + kSplitHeight, kSplitHeight / split_hi), total(splits));
+  x_ticks(out, a, split_top + kSplitHeight);
+
+  // The replicas' syncs, as the primary's INFO showed them.
+  if (!syncs.empty()) {
+    frame(out, replica_top, replica_height,
+          "Replica syncs: wait_bgsave (grey), send_bulk (blue), rdb channel (purple), online (green)");
+    fork_bands(out, r, a, replica_top, replica_height, false);
+    replica_rows(out, syncs, a, replica_top);
+    x_ticks(out, a, replica_top + replica_height);
+  }
+  out += "</svg>\n";
+  return out;
+}
+
+std::string timeline_document(const Report& r, const CaptureInputs& in, bool html) {
+  if (!html) return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + timeline_svg(r, in);
+  return fmt::format(
+      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>thptrace: pid {}</title></head>\n"
+      "<body style=\"margin:0;background:#fafafa\">\n{}</body></html>\n",
+      r.pid, timeline_svg(r, in));
+}
+
+}  // namespace thptrace::report
