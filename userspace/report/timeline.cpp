@@ -254,11 +254,15 @@ std::string timeline_svg(const Report& r, const CaptureInputs& in) {
       escape(fmt::format("kernel {}, THP {}; COW faults counted by {}; shaded: a fork's child alive",
                          r.system.kernel_release, r.system.thp_enabled, tracer::mode_name(r.probes.cow_fault.mode))));
 
-  // Copy-on-write faults per bucket.
+  // Copy-on-write faults per bucket. After the child's exit the pages it shared stay write-protected
+  // until written: those writes still fault (the running counters count them) but take the page
+  // back without a copy (do_wp_page's reuse), which the title says.
   const double cow_hi = nice_ceiling(
       std::max(*std::max_element(parent.begin(), parent.end()), *std::max_element(child.begin(), child.end())));
   frame(out, cow_top, kCowHeight,
-        fmt::format("Copy-on-write faults per {:g} ms: parent (filled), children (line)", bucket_ms));
+        fmt::format("Write faults on shared pages per {:g} ms: parent (filled), children (line); copies while a "
+                    "child lives",
+                    bucket_ms));
   y_labels(out, cow_top, kCowHeight, cow_hi, "");
   fork_bands(out, r, a, cow_top, kCowHeight, true);
   if (in.counters.empty())
