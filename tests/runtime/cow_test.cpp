@@ -280,11 +280,16 @@ TEST(Cli, NoSuchPidIsAUsageError) {
 
 TEST(Cli, BadFlagsAreUsageErrors) {
   for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"--pid", "1", "--redis", "nohostport"}, {"--bogus"}, {"--pid", "abc"},
-        {"--pid", "1", "--duration", "-3"}, {"--pid", "1", "--json", "/nonexistent-dir/x.json"},
+       {std::vector<std::string>{"--pid", "1", "--redis", "nohostport"},
+        {"--bogus"},
+        {"--pid", "abc"},
+        {"--pid", "1", "--duration", "-3"},
+        {"--pid", "1", "--json", "/nonexistent-dir/x.json"},
         {"--pid", "1", "--svg", "/nonexistent-dir/x.svg"},
         // Boost.Program_options loops forever writing an error about a token holding "%value%".
-        {"--pid", "%value%"}, {"probe", "--x%value%"}, {"daemon", "--pid", "%canonical_option%"}}) {
+        {"--pid", "%value%"},
+        {"probe", "--x%value%"},
+        {"daemon", "--pid", "%canonical_option%"}}) {
     std::vector<std::string> argv = {thptrace_bin()};
     argv.insert(argv.end(), args.begin(), args.end());
     Process p(argv);
