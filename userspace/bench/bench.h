@@ -29,7 +29,8 @@ class Interrupted : public BenchError {
 // What starts the "during" phase, and which Redis state ends it.
 enum class Trigger {
   none,          // steady: no during phase at all
-  replica_sync,  // REPLICAOF on fresh replicas at once; ends when every link is up and no fork child is left
+  replica_sync,  // REPLICAOF on fresh replicas at once; ends when every link is up, the primary lists every
+                 // replica online and no fork child is left
   rewrite_aof,   // BGREWRITEAOF; ends when aof_rewrite_in_progress and _scheduled are 0
   bgsave,        // BGSAVE; ends when rdb_bgsave_in_progress is 0
 };

@@ -148,7 +148,19 @@ void trigger_and_wait(const ScenarioSpec& spec, RedisInstance& primary,
       }
       if (all_up && !r.link_up_ns)
         r.link_up_ns = *std::max_element(r.replica_link_up_ns.begin(), r.replica_link_up_ns.end());
-      done = r.link_up_ns && info_int(p, "rdb_bgsave_in_progress") == 0;
+      // The primary's own view too: a Valkey 8 dual-channel replica has its link up seconds before
+      // the primary lists it online (bg_transfer until the replica, done loading, acknowledges),
+      // and a capture ended before that would see the sync unfinished.
+      bool all_online = false;
+      if (r.link_up_ns) {
+        const auto listed = redis::parse_replicas(primary.info("replication"));
+        all_online = std::all_of(replicas.begin(), replicas.end(), [&](const auto& replica) {
+          return std::any_of(listed.begin(), listed.end(), [&](const redis::ReplicaInfo& x) {
+            return x.address() == replica->address() && x.state == "online";
+          });
+        });
+      }
+      done = all_online && info_int(p, "rdb_bgsave_in_progress") == 0;
     } else if (spec.trigger == Trigger::rewrite_aof) {
       done = info_int(p, "aof_rewrite_in_progress") == 0 && info_int(p, "aof_rewrite_scheduled") == 0;
     } else {

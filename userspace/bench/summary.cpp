@@ -125,7 +125,7 @@ void scale_out_sentences(std::string& out, const RunInfo& info, const std::vecto
         "{}: {} fork(s) serving {} replica(s) (per fork: {}), each replica {} ms from its request to "
         "online; {:.2f} s from REPLICAOF to the last link up",
         what, r->forks.size(), n, replicas_per_fork(*r), n ? fmt::format("{:.0f}–{:.0f}", lo, hi) : std::string("n/a"),
-        r->during_s());
+        r->link_up_ns > r->trigger_ns ? static_cast<double>(r->link_up_ns - r->trigger_ns) / 1e9 : 0.0);
     if (d) {
       out += fmt::format("; the primary's p99.9 {} µs during the syncs", u(d->p99_9_ns));
       if (base) out += fmt::format(" ({} of steady)", ratio(d->p99_9_ns, base->p99_9_ns));
