@@ -173,6 +173,43 @@ TEST(Daemon, ReasonsFromInfoInFallbackMode) {
   EXPECT_EQ(d.proc().wait(30s), 0) << d.proc().err();
 }
 
+// While no fork is in progress the daemon reads RSS each second (statm) but smaps_rollup, status,
+// the cgroup files, LATENCY HISTOGRAM and CONFIG GET only every 10 s (docs/metrics.md): RSS still
+// follows a Redis whose memory grows within seconds, and the command latency histogram never
+// vanishes between the polls that ask for it, and moves within the 10 s.
+TEST(Daemon, IdleSeriesStayFresh) {
+  REQUIRE_BPF();
+  RedisServer redis;
+  const std::string target = redis.address();
+  Daemon d({"--redis", target});
+  ASSERT_TRUE(d.wait_for(series("thptrace_rss_bytes", target), [](double v) { return v > 0; })) << d.proc().err();
+  const std::string latency = "thptrace_redis_command_latency_seconds_count{target=\"" + target + "\"}";
+  ASSERT_TRUE(d.wait_for(latency, [](double) { return true; })) << d.scrape();
+  const double rss0 = *metric_value(d.scrape(), series("thptrace_rss_bytes", target));
+  const double calls0 = *metric_value(d.scrape(), latency);
+  // About 40 MB more resident at once; the next second's statm shows it.
+  redis.cmd({"DEBUG", "POPULATE", "300000", "key", "100"});
+  const auto t = std::chrono::steady_clock::now();
+  EXPECT_TRUE(d.wait_for(
+      series("thptrace_rss_bytes", target), [&](double v) { return v > rss0 + 20e6; }, 5s))
+      << "rss was " << rss0;
+  EXPECT_LT(std::chrono::steady_clock::now() - t, 4s);
+  // The calls above (and the daemon's own polls) reach the histogram within the idle interval; it is
+  // exported in every scrape meanwhile.
+  bool always = true;
+  std::optional<double> calls;
+  for (auto until = std::chrono::steady_clock::now() + 13s; std::chrono::steady_clock::now() < until;) {
+    calls = metric_value(d.scrape(), latency);
+    always = always && calls.has_value();
+    if (calls && *calls > calls0) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(always);
+  EXPECT_GT(calls.value_or(0), calls0);
+  d.proc().signal(SIGTERM);
+  EXPECT_EQ(d.proc().wait(30s), 0) << d.proc().err();
+}
+
 // Polls slowly while no fork is in progress (the slowest idle cadence allowed), fast from the fork
 // event on: a BGSAVE, an AOF rewrite and a full sync are still each labelled right, with uprobes and
 // with reasons from INFO polling alone (--force-fallback). Short children too: an AOF rewrite of a

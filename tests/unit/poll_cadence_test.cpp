@@ -80,3 +80,38 @@ TEST(PollCadence, IdleEqualToFastIsAConstantCadence) {
   d.on_sent(t0);
   EXPECT_EQ(d.next_due(t0), t0 + 100ms);
 }
+
+TEST(PollCadence, IdlePollsCarryTheExtrasOnlyOnTheirOwnCadence) {
+  PollCadence c(100ms, 1000ms, 10s);
+  // The first poll of a connection asks everything; idle polls after it INFO alone, until 10 s on.
+  EXPECT_TRUE(c.on_sent(t0));
+  EXPECT_FALSE(c.on_sent(t0 + 1s));
+  EXPECT_FALSE(c.on_sent(t0 + 9s));
+  EXPECT_TRUE(c.on_sent(t0 + 10s));
+  EXPECT_FALSE(c.on_sent(t0 + 11s));
+  // A woken poll (a fork, an exit) and every poll while the fork lasts and its tail ask everything:
+  // a fork's reason and latency window are read at fork speed.
+  c.wake(t0 + 11500ms, true);
+  EXPECT_TRUE(c.on_sent(t0 + 11500ms));
+  EXPECT_TRUE(c.on_sent(t0 + 11600ms));
+  c.set_busy(t0 + 11650ms, false);
+  EXPECT_TRUE(c.on_sent(t0 + 11700ms));
+  EXPECT_FALSE(c.on_sent(t0 + 11650ms + PollCadence::kTail + 100ms));
+  // A new connection (a restarted server, maybe): its first poll asks everything again.
+  c.on_connected();
+  EXPECT_TRUE(c.on_sent(t0 + 14s));
+  EXPECT_FALSE(c.on_sent(t0 + 15s));
+  // No extras interval (a capture): every poll asks everything.
+  PollCadence d(100ms, 100ms);
+  EXPECT_TRUE(d.on_sent(t0));
+  EXPECT_TRUE(d.on_sent(t0 + 100ms));
+}
+
+TEST(PollCadence, BusyUnchangedIsNotAChange) {
+  PollCadence c(100ms, 1000ms);
+  // The daemon tells every watcher once a second: only a change wakes the poller.
+  EXPECT_FALSE(c.set_busy(t0, false));
+  EXPECT_TRUE(c.set_busy(t0, true));
+  EXPECT_FALSE(c.set_busy(t0 + 1s, true));
+  EXPECT_TRUE(c.set_busy(t0 + 2s, false));
+}

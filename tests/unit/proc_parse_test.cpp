@@ -86,3 +86,33 @@ TEST(SampleSeries, VmstatDeltaBracketsTheWindow) {
   EXPECT_EQ(s.vmstat_delta("thp_split_pmd", 50, 500).value(), 40u - 10u);
   EXPECT_FALSE(s.vmstat_delta("missing", 150, 250));
 }
+
+TEST(Statm, ResidentPagesInKilobytes) {
+  EXPECT_EQ(parse_statm_rss_kb("26770 3412 2048 392 0 4203 0\n", 4096), 3412u * 4);
+  EXPECT_EQ(parse_statm_rss_kb("26770 3412 2048 392 0 4203 0\n", 65536), 3412u * 64);
+  EXPECT_FALSE(parse_statm_rss_kb("", 4096));
+  EXPECT_FALSE(parse_statm_rss_kb("26770", 4096));
+  EXPECT_FALSE(parse_statm_rss_kb("26770 x 1", 4096));
+  EXPECT_FALSE(parse_statm_rss_kb("1 18446744073709551615 1", 4096));
+}
+
+TEST(SampleCadence, FullSamplesWhileAForkLastsAfterACollapseAndEveryIdleInterval) {
+  using namespace std::chrono_literals;
+  const auto t0 = SampleCadence::Clock::time_point{} + 1000s;
+  SampleCadence c(10s);
+  EXPECT_TRUE(c.full_due(t0, false, 0));  // the first round
+  EXPECT_FALSE(c.full_due(t0 + 1s, false, 0));
+  EXPECT_FALSE(c.full_due(t0 + 9s, false, 0));
+  EXPECT_TRUE(c.full_due(t0 + 10s, false, 0));
+  // A fork: every round while it lasts and the round after it ended.
+  EXPECT_TRUE(c.full_due(t0 + 11s, true, 0));
+  EXPECT_TRUE(c.full_due(t0 + 12s, true, 0));
+  EXPECT_TRUE(c.full_due(t0 + 13s, false, 0));
+  EXPECT_FALSE(c.full_due(t0 + 14s, false, 0));
+  // khugepaged collapsed some of its memory: AnonHugePages moved.
+  EXPECT_TRUE(c.full_due(t0 + 15s, false, 1));
+  EXPECT_FALSE(c.full_due(t0 + 16s, false, 1));
+  // Another process.
+  c.reset();
+  EXPECT_TRUE(c.full_due(t0 + 17s, false, 1));
+}

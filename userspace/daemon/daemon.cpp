@@ -134,6 +134,7 @@ Daemon::Target& Daemon::add_target(const std::string& label, std::vector<redis::
                                 .more_routes = std::vector<redis::Route>(routes.begin() + 1, routes.end()),
                                 .interval = std::chrono::milliseconds(options_.poll_interval_ms),
                                 .idle_interval = std::chrono::milliseconds(options_.idle_poll_interval_ms),
+                                .idle_extras_interval = kIdleExtrasEvery,
                                 .keep_history = false,
                                 .on_snapshot = [this, raw](const redis::Snapshot& s) {
                                   std::lock_guard lock(inbox_mu_);
@@ -152,6 +153,8 @@ void Daemon::follow_pid(Target& t, pid_t pid) {
     log::debug("{}: pid {} replaced by {}", t.label, t.pid, pid);
   }
   t.pid = pid;
+  t.sample = {};
+  t.sample_cadence.reset();
   exporter_->follow(t.id, pid);
   t.untraced = false;
   metrics_.set_untraced(t.label, false);
@@ -246,12 +249,19 @@ void Daemon::housekeeping() {
   h.now_ns = proc::monotonic_ns();
   const auto system = proc::read_system_counters();
   if (auto it = system.thp_vmstat.find("thp_split_pmd"); it != system.thp_vmstat.end()) h.thp_split_pmd = it->second;
+  const auto now = std::chrono::steady_clock::now();
   for (auto& t : targets_) {
     report_reachability(*t);
-    if (t->watcher) t->watcher->set_busy(t->pid && !exporter_->open_children(t->id).empty());
+    const bool busy = t->pid && !exporter_->open_children(t->id).empty();
+    if (t->watcher) t->watcher->set_busy(busy);
     if (t->pid && !proc::process_exists(t->pid)) follow_pid(*t, 0);
     if (!t->pid) continue;
-    h.targets.push_back({t->id, tracer_->target(t->pid), proc::take_sample(t->pid, system)});
+    const auto counters = tracer_->target(t->pid);
+    if (t->sample_cadence.full_due(now, busy, counters ? counters->thp_collapses : 0))
+      t->sample = proc::take_sample(t->pid, system);
+    // RSS from statm in every round, so the series does not switch between two sources.
+    t->sample = proc::refresh_sample(t->pid, system, std::move(t->sample));
+    h.targets.push_back({t->id, counters, t->sample});
   }
   h.dropped = tracer_->dropped();
   exporter_->on_housekeeping(h);

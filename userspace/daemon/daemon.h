@@ -17,6 +17,7 @@
 #include "daemon/exporter.h"
 #include "daemon/metrics.h"
 #include "daemon/options.h"
+#include "proc/sampler.h"
 #include "redis/credentials.h"
 #include "redis/watcher.h"
 #include "tracer/tracer.h"
@@ -37,6 +38,12 @@ class Daemon {
   int run();
 
  private:
+  // While no fork is in progress: how often a poll also asks LATENCY HISTOGRAM and CONFIG GET, and
+  // how often the /proc reads that cost (smaps_rollup walks every page table of the process, status,
+  // the memory cgroup's files) are made; RSS is read each second (statm). During a fork and its tail,
+  // every poll and every round reads everything. docs/metrics.md says how fresh each series is.
+  static constexpr std::chrono::milliseconds kIdleExtrasEvery{10'000};
+
   struct Target {
     std::string label;
     std::optional<redis::Address> address;
@@ -55,6 +62,9 @@ class Daemon {
     std::unique_ptr<redis::Watcher> watcher;
     std::string reported_error;  // the unreachable reason last logged, "" while reachable
     bool untraced = false;       // pid set, but the targets map had no room for it
+    // The last full /proc sample of pid, refreshed cheaply in the rounds between full ones.
+    proc::Sample sample;
+    proc::SampleCadence sample_cadence{kIdleExtrasEvery};
   };
 
   // routes: how to reach its Redis, in order (none: no Redis side); netns_pid: see Watcher::Options.

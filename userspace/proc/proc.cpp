@@ -81,6 +81,16 @@ std::optional<SmapsRollup> parse_smaps_rollup(std::string_view text) {
   return r;
 }
 
+std::optional<uint64_t> parse_statm_rss_kb(std::string_view text, uint64_t page_size) {
+  const size_t sp = text.find(' ');
+  if (sp == std::string_view::npos) return std::nullopt;
+  text.remove_prefix(sp + 1);
+  const size_t end = text.find_first_of(" \n");
+  uint64_t pages = 0;
+  if (end == 0 || !to_number(text.substr(0, end), pages) || pages > UINT64_MAX / page_size) return std::nullopt;
+  return pages * page_size / 1024;
+}
+
 std::map<std::string, uint64_t> parse_vmstat(std::string_view text) {
   std::map<std::string, uint64_t> out;
   while (!text.empty()) {
@@ -157,6 +167,12 @@ std::optional<ProcessStatus> read_status(pid_t pid) {
 std::optional<SmapsRollup> read_smaps_rollup(pid_t pid) {
   const auto text = read_file("/proc/" + std::to_string(pid) + "/smaps_rollup");
   return text ? parse_smaps_rollup(*text) : std::nullopt;
+}
+
+std::optional<uint64_t> read_statm_rss_kb(pid_t pid) {
+  static const uint64_t page_size = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const auto text = read_file("/proc/" + std::to_string(pid) + "/statm", 256);
+  return text ? parse_statm_rss_kb(*text, page_size) : std::nullopt;
 }
 
 std::map<std::string, uint64_t> read_vmstat() {

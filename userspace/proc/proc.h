@@ -38,6 +38,9 @@ struct SystemInfo {
 
 std::optional<ProcessStatus> parse_status(std::string_view text);
 std::optional<SmapsRollup> parse_smaps_rollup(std::string_view text);
+// /proc/PID/statm's resident field ("size resident shared ..." in pages), in kB: VmRSS, read from the
+// mm's counters without walking its page tables as smaps_rollup does.
+std::optional<uint64_t> parse_statm_rss_kb(std::string_view text, uint64_t page_size);
 // All "name value" lines of /proc/vmstat; malformed lines are skipped.
 std::map<std::string, uint64_t> parse_vmstat(std::string_view text);
 // "always [madvise] never" -> "madvise"; "" when no bracketed word is present.
@@ -61,6 +64,7 @@ std::optional<std::string> read_file(const std::string& path, size_t max_bytes =
 bool process_exists(pid_t pid);
 std::optional<ProcessStatus> read_status(pid_t pid);
 std::optional<SmapsRollup> read_smaps_rollup(pid_t pid);
+std::optional<uint64_t> read_statm_rss_kb(pid_t pid);
 std::map<std::string, uint64_t> read_vmstat();
 SystemInfo read_system_info();
 // The target of /proc/PID/exe, or "" when it cannot be read.

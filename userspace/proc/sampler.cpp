@@ -79,6 +79,16 @@ Sample take_sample(pid_t pid, const SystemCounters& system) {
   return s;
 }
 
+Sample refresh_sample(pid_t pid, const SystemCounters& system, Sample last) {
+  last.ts_ns = monotonic_ns();
+  last.thp_vmstat = system.thp_vmstat;
+  last.mem_available_bytes = system.mem_available_bytes;
+  const auto rss = read_statm_rss_kb(pid);
+  last.target_alive = rss.has_value();
+  if (rss) last.rss_kb = *rss;
+  return last;
+}
+
 Sampler::Sampler(pid_t pid, std::chrono::milliseconds interval)
     : pid_(pid), interval_(interval), thread_([this] { run(); }) {}
 

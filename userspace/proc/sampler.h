@@ -60,6 +60,42 @@ SystemCounters read_system_counters();
 // The machine's side read by the caller (`system`), the target's read here.
 Sample take_sample(pid_t pid, const SystemCounters& system);
 Sample take_sample(pid_t pid);
+// The cheap part of a sample on top of the last full one: the machine's side (`system`), the time,
+// whether the process lives and its RSS (statm). The rest (AnonHugePages, THP_enabled, the memory
+// cgroup) stays as `last` had it.
+Sample refresh_sample(pid_t pid, const SystemCounters& system, Sample last);
+
+// When a long-running watcher (the daemon) takes a full sample of a target rather than refreshing
+// the last one: smaps_rollup walks every page table of the process (most of an idle daemon's CPU when
+// it did so each second for 50 Redis), so it is read each round only while a fork of the target is in
+// progress and in the round after it ended, at once after a khugepaged collapse of its memory, and
+// otherwise once per `idle` interval. Pure logic on the caller's clock, for the unit tests.
+class SampleCadence {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit SampleCadence(std::chrono::milliseconds idle) : idle_(idle) {}
+  // Whether the round at `now` takes a full sample. busy: a fork of the target is in progress;
+  // collapses: the kernel's count of khugepaged collapses of the target's memory.
+  bool full_due(Clock::time_point now, bool busy, uint64_t collapses) {
+    const bool due = !have_full_ || busy || was_busy_ || collapses != collapses_ || now >= last_full_ + idle_;
+    was_busy_ = busy;
+    collapses_ = collapses;
+    if (due) {
+      last_full_ = now;
+      have_full_ = true;
+    }
+    return due;
+  }
+  // Another process: its first round takes a full sample.
+  void reset() { *this = SampleCadence(idle_); }
+
+ private:
+  std::chrono::milliseconds idle_;
+  Clock::time_point last_full_{};
+  bool have_full_ = false;
+  bool was_busy_ = false;
+  uint64_t collapses_ = 0;
+};
 
 // Samples a target every `interval` on its own thread until stopped or destroyed.
 class Sampler {

@@ -40,7 +40,8 @@ Snapshot snapshot_from_info(const InfoMap& info, uint64_t ts_ns) {
 
 Watcher::Watcher(Options options)
     : options_(std::move(options)),
-      cadence_(options_.interval, options_.idle_interval.count() ? options_.idle_interval : options_.interval),
+      cadence_(options_.interval, options_.idle_interval.count() ? options_.idle_interval : options_.interval,
+               options_.idle_extras_interval),
       thread_([this] { run(); }) {}
 
 Watcher::~Watcher() { stop(); }
@@ -97,7 +98,8 @@ void Watcher::wake(bool busy) {
 void Watcher::set_busy(bool busy) {
   {
     std::lock_guard lock(mu_);
-    cadence_.set_busy(PollCadence::Clock::now(), busy);
+    // Called once a second for every target: the poller is woken only when the state changed.
+    if (!cadence_.set_busy(PollCadence::Clock::now(), busy)) return;
   }
   wakeup_.notify_all();
 }
@@ -150,15 +152,17 @@ std::unique_ptr<Client> Watcher::connect_any(std::string* error) {
   return nullptr;
 }
 
-bool Watcher::poll_once(Client& client) {
+bool Watcher::poll_once(Client& client, bool extras) {
   const uint64_t sent = proc::monotonic_ns();
   const auto text = client.info();
   if (!text) return false;
   Snapshot s = snapshot_from_info(parse_info(*text), proc::monotonic_ns());
   s.sent_ns = sent;
-  s.latency = client.latency_histogram();
-  if (const auto cfg = client.config_get({"repl-diskless-sync"}); cfg.count("repl-diskless-sync"))
-    s.repl_diskless_sync = cfg.at("repl-diskless-sync");
+  if (extras) {
+    s.latency = client.latency_histogram();
+    if (const auto cfg = client.config_get({"repl-diskless-sync"}); cfg.count("repl-diskless-sync"))
+      s.repl_diskless_sync = cfg.at("repl-diskless-sync");
+  }
   // A replica's output buffer only matters while it syncs: CLIENT LIST is asked only then.
   if (std::any_of(s.replicas.begin(), s.replicas.end(), [](const ReplicaInfo& r) { return r.state != "online"; }))
     if (const auto list = client.command({"CLIENT", "LIST", "TYPE", "replica"}))
@@ -210,6 +214,7 @@ void Watcher::run() {
         f.repl_diskless_sync_delay = get("repl-diskless-sync-delay");
         std::lock_guard lock(mu_);
         facts_ = f;
+        cadence_.on_connected();
         backoff = options_.interval;
       } else {
         {
@@ -225,12 +230,13 @@ void Watcher::run() {
         continue;
       }
     }
+    bool extras = false;
     {
       // Before poll_once takes the poll's sent time: a wake from here on gets a poll of its own.
       std::lock_guard lock(mu_);
-      cadence_.on_sent(PollCadence::Clock::now());
+      extras = cadence_.on_sent(PollCadence::Clock::now());
     }
-    if (!poll_once(*client)) {
+    if (!poll_once(*client, extras)) {
       up_ = false;
       std::lock_guard lock(mu_);
       last_error_ = "lost the connection to Redis at " + options_.address.str() + ": " + client->last_error();

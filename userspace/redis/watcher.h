@@ -91,6 +91,9 @@ class Watcher {
     std::chrono::milliseconds interval{100};
     // Between polls while no fork is in progress (wake() says when one is); 0: always `interval`.
     std::chrono::milliseconds idle_interval{0};
+    // How often an idle poll also asks LATENCY HISTOGRAM and CONFIG GET (PollCadence); 0: every
+    // poll. A snapshot without them has no latency and an empty repl_diskless_sync (unknown).
+    std::chrono::milliseconds idle_extras_interval{0};
     std::chrono::milliseconds timeout{1000};
     bool keep_history = true;
     std::function<void(const Snapshot&)> on_snapshot;  // called on the watcher thread
@@ -125,7 +128,8 @@ class Watcher {
 
  private:
   void run();
-  bool poll_once(Client& client);
+  // extras: LATENCY HISTOGRAM and CONFIG GET as well as INFO.
+  bool poll_once(Client& client, bool extras);
   // Tries every route in order; the client of the first that answers, else null and why in *error.
   std::unique_ptr<Client> connect_any(std::string* error);
   // Sleeps until the cadence says the next poll is due (or stop).
