@@ -64,7 +64,44 @@ TEST(Reliability, FrozenRedisGivesTimeoutsNotAHang) {
   EXPECT_LT(took, 6s);
   ASSERT_TRUE(std::filesystem::exists(json)) << p.err();
   const auto report = read_json(json);
-  EXPECT_TRUE(report.contains("redis")) << report.dump(2);
+  ASSERT_TRUE(report.contains("redis")) << report.dump(2);
+  // It answered, then did not: the report says from when, and that it did not answer again.
+  const auto& unanswered = report["redis"]["unanswered"];
+  ASSERT_EQ(unanswered.size(), 1u) << report["redis"].dump(2);
+  EXPECT_GT(unanswered[0]["from_ms"].get<double>(), 0);
+  EXPECT_TRUE(unanswered[0]["to_ms"].is_null()) << unanswered.dump(2);
+  EXPECT_FALSE(unanswered[0]["error"].get<std::string>().empty());
+  bool said = false;
+  for (const auto& f : report["findings"])
+    said = said || f.get<std::string>().find("stopped answering once") != std::string::npos;
+  EXPECT_TRUE(said) << report["findings"].dump(2);
+  std::filesystem::remove_all(dir);
+}
+
+// Frozen for a while and thawed within the capture: the time it did not answer has an end, within
+// the freeze's span plus a command timeout.
+TEST(Reliability, RedisFrozenThenThawedHasAnEndedOutage) {
+  REQUIRE_BPF();
+  RedisServer redis;
+  const std::string dir = make_temp_dir("thptrace-rel-");
+  const std::string json = dir + "/report.json";
+  Process p({thptrace_bin(), "--pid", std::to_string(redis.pid()), "--redis", redis.address(), "--duration", "5",
+             "--json", json});
+  ASSERT_TRUE(p.wait_stderr_line("tracing pid", 60s)) << p.err();
+  std::this_thread::sleep_for(500ms);
+  ::kill(redis.pid(), SIGSTOP);
+  std::this_thread::sleep_for(1500ms);
+  ::kill(redis.pid(), SIGCONT);
+  EXPECT_EQ(p.wait(30s).value_or(-1), 0) << p.err();
+  const auto report = read_json(json);
+  ASSERT_TRUE(report.contains("redis")) << report.dump(2);
+  const auto& unanswered = report["redis"]["unanswered"];
+  ASSERT_EQ(unanswered.size(), 1u) << report["redis"].dump(2);
+  ASSERT_TRUE(unanswered[0]["to_ms"].is_number()) << unanswered.dump(2);
+  const double span = unanswered[0]["to_ms"].get<double>() - unanswered[0]["from_ms"].get<double>();
+  EXPECT_GT(span, 500) << unanswered.dump(2);  // frozen 1.5 s; a poll may have been sent well into it
+  EXPECT_LT(span, 5000) << unanswered.dump(2);
+  EXPECT_NE(p.out().find("redis did not answer from +"), std::string::npos) << p.out();
   std::filesystem::remove_all(dir);
 }
 

@@ -88,3 +88,31 @@ TEST(Findings, NoRedisIsSaid) {
   for (const auto& s : report::findings(r)) said = said || s.find("No --redis") != std::string::npos;
   EXPECT_TRUE(said);
 }
+
+// Redis answered, stopped for a while, answered again, then stopped to the end: both times are in
+// the JSON (the second with a null end), read back as written, and one finding says it.
+TEST(ReportJson, TimesRedisDidNotAnswerRoundTripAndAreAFinding) {
+  auto r = sample_report();
+  r.start_monotonic_ns = 1'000'000'000;
+  r.redis->unanswered = {{1'500'000'000, 2'750'000'000, "timeout"}, {3'000'000'000, 0, "connection refused"}};
+  const auto j = report::to_json(r);
+  const auto& u = j["redis"]["unanswered"];
+  ASSERT_EQ(u.size(), 2u);
+  EXPECT_DOUBLE_EQ(u[0]["from_ms"].get<double>(), 500.0);
+  EXPECT_DOUBLE_EQ(u[0]["to_ms"].get<double>(), 1750.0);
+  EXPECT_TRUE(u[1]["to_ms"].is_null());
+  const auto back = report::from_json(nlohmann::json::parse(j.dump()));
+  ASSERT_TRUE(back.redis);
+  ASSERT_EQ(back.redis->unanswered.size(), 2u);
+  EXPECT_EQ(back.redis->unanswered[0].to_ns, 2'750'000'000u);
+  EXPECT_EQ(back.redis->unanswered[1].to_ns, 0u);
+  EXPECT_EQ(report::to_json(back).dump(), j.dump());
+  const auto f = report::findings(r);
+  const auto it = std::find_if(f.begin(), f.end(),
+                               [](const std::string& s) { return s.find("stopped answering") != std::string::npos; });
+  ASSERT_NE(it, f.end());
+  EXPECT_NE(it->find("2 times"), std::string::npos) << *it;
+  EXPECT_NE(it->find("from +2.0 s to the end (connection refused)"), std::string::npos) << *it;
+  // Without times it did not answer, the key is absent (the reports before it stay valid).
+  EXPECT_FALSE(report::to_json(sample_report())["redis"].contains("unanswered"));
+}

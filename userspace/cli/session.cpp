@@ -191,6 +191,7 @@ report::CaptureInputs CaptureSession::run() {
     inputs_.timeline = watcher_->stop();
     inputs_.facts = watcher_->facts();
     inputs_.redis_error = watcher_->last_error();
+    inputs_.redis_outages = watcher_->outages();
   }
   return std::move(inputs_);
 }

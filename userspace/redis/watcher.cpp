@@ -78,6 +78,18 @@ std::string Watcher::last_error() const {
   return last_error_;
 }
 
+std::vector<Outage> Watcher::outages() const {
+  std::lock_guard lock(mu_);
+  return outages_;
+}
+
+void Watcher::note_failure(uint64_t ts_ns, const std::string& error) {
+  last_error_ = error;
+  if (!first_up_ || (!outages_.empty() && !outages_.back().to_ns)) return;
+  if (outages_.size() == kMaxOutages) outages_.erase(outages_.begin());
+  outages_.push_back({ts_ns, 0, error});
+}
+
 void Watcher::set_credentials(std::string password, std::shared_ptr<const TlsContext> tls) {
   std::lock_guard lock(mu_);
   options_.password = std::move(password);
@@ -171,6 +183,7 @@ bool Watcher::poll_once(Client& client, bool extras) {
     std::lock_guard lock(mu_);
     if (!first_up_) first_up_ = s;
     last_up_ = s;
+    if (!outages_.empty() && !outages_.back().to_ns) outages_.back().to_ns = s.ts_ns;
     if (options_.keep_history) history_.push_back(s);
   }
   if (options_.on_snapshot) options_.on_snapshot(s);
@@ -219,7 +232,7 @@ void Watcher::run() {
       } else {
         {
           std::lock_guard lock(mu_);
-          last_error_ = error;
+          note_failure(proc::monotonic_ns(), error);
         }
         up_ = false;
         Snapshot down;
@@ -236,10 +249,11 @@ void Watcher::run() {
       std::lock_guard lock(mu_);
       extras = cadence_.on_sent(PollCadence::Clock::now());
     }
+    const uint64_t asked = proc::monotonic_ns();
     if (!poll_once(*client, extras)) {
       up_ = false;
       std::lock_guard lock(mu_);
-      last_error_ = "lost the connection to Redis at " + options_.address.str() + ": " + client->last_error();
+      note_failure(asked, "lost the connection to Redis at " + options_.address.str() + ": " + client->last_error());
       client.reset();
       continue;
     }

@@ -53,6 +53,14 @@ struct Snapshot {
   int64_t replica_output_buffer_max = -1;
 };
 
+// A time the server did not answer after it had answered: from the first poll (or reconnect) that
+// failed to the next poll that answered.
+struct Outage {
+  uint64_t from_ns = 0;  // CLOCK_MONOTONIC
+  uint64_t to_ns = 0;    // 0: it had not answered again when last asked
+  std::string error;     // the first failure's
+};
+
 // Facts read once per connection.
 struct ServerFacts {
   std::string version;
@@ -113,6 +121,9 @@ class Watcher {
   std::optional<Snapshot> last_up() const;
   bool ever_up() const;
   std::string last_error() const;
+  // The times it stopped answering after it had answered, oldest first (the last kMaxOutages).
+  std::vector<Outage> outages() const;
+  static constexpr size_t kMaxOutages = 64;
   // Connected and answering at the last poll.
   bool up() const { return up_; }
   // The address of the route in use, or of the last one tried ("unix:/run/redis.sock").
@@ -144,6 +155,9 @@ class Watcher {
   std::optional<ServerFacts> facts_;
   std::optional<Snapshot> first_up_, last_up_;
   std::string last_error_;
+  std::vector<Outage> outages_;  // under mu_
+  // Under mu_: a failure at ts; opens an outage when the server had answered and none is open.
+  void note_failure(uint64_t ts_ns, const std::string& error);
   bool reconnect_ = false;  // under mu_: set_credentials() was called
   std::string route_;       // under mu_
   std::atomic<bool> up_{false};

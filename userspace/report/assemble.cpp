@@ -91,6 +91,7 @@ Report assemble(const CaptureInputs& in) {
       }
     }
     if (!rs.reachable) rs.error = in.redis_error.empty() ? "no reply" : in.redis_error;
+    rs.unanswered = in.redis_outages;
     r.redis = rs;
   }
   return r;

@@ -195,6 +195,25 @@ std::vector<std::string> findings(const Report& r) {
     f.push_back({1, fmt::format("Redis at {} was not reachable ({}): fork reasons and server-side latency are "
                                 "missing; the kernel figures are complete.",
                                 r.redis->address, r.redis->error)});
+  // It answered, then stopped for a while (frozen, overloaded, restarted): the figures of that time
+  // come from the kernel alone. When the traced process itself exited, its end says why.
+  if (r.redis && r.redis->reachable && !r.redis->unanswered.empty()) {
+    const auto& u = r.redis->unanswered;
+    const auto& last = u.back();
+    if (!(r.target_exited && !last.to_ns)) {
+      const auto at = [&](uint64_t ns) {
+        return (static_cast<double>(ns) - static_cast<double>(r.start_monotonic_ns)) / 1e9;
+      };
+      f.push_back(
+          {2, fmt::format("Redis at {} stopped answering {} during the capture, last from +{:.1f} s {} ({}): for "
+                          "that time fork reasons come from the uprobes only and there are no server-side "
+                          "latency figures; the kernel figures are complete.",
+                          r.redis->address, u.size() == 1 ? std::string("once") : fmt::format("{} times", u.size()),
+                          at(last.from_ns),
+                          last.to_ns ? fmt::format("to +{:.1f} s", at(last.to_ns)) : std::string("to the end"),
+                          last.error)});
+    }
+  }
   if (!r.redis && r.comm.rfind("redis", 0) == 0)
     f.push_back({7, "No --redis address was given: fork reasons come from uprobes only and there are no "
                     "server-side latency windows."});

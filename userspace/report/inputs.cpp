@@ -298,6 +298,11 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
   j["redis_error"] = in.redis_error;
   j["cgroup_start"] = cgroup_json(in.cgroup_start);
   j["cgroup_end"] = cgroup_json(in.cgroup_end);
+  if (!in.redis_outages.empty()) {
+    auto& o = j["redis_outages"] = ordered_json::array();
+    for (const auto& x : in.redis_outages)
+      o.push_back({{"from_ns", x.from_ns}, {"to_ns", x.to_ns}, {"error", x.error}});
+  }
   if (!in.counters.empty()) {
     auto& c = j["counters"] = ordered_json::array();
     for (const auto& x : in.counters)
@@ -365,6 +370,10 @@ CaptureInputs inputs_from_json(const json& j) {
   in.redis_error = j.at("redis_error").get<std::string>();
   in.cgroup_start = cgroup_from(j, "cgroup_start");
   in.cgroup_end = cgroup_from(j, "cgroup_end");
+  if (j.contains("redis_outages"))
+    for (const auto& x : j.at("redis_outages"))
+      in.redis_outages.push_back(
+          {x.at("from_ns").get<uint64_t>(), x.at("to_ns").get<uint64_t>(), x.at("error").get<std::string>()});
   if (j.contains("counters"))
     for (const auto& x : j.at("counters")) {
       const auto row = x.get<std::array<uint64_t, 4>>();

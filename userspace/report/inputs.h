@@ -52,6 +52,7 @@ struct CaptureInputs {
   std::vector<redis::Snapshot> timeline;
   std::optional<redis::ServerFacts> facts;
   std::string redis_error;
+  std::vector<redis::Outage> redis_outages;  // after it had answered; written only when there are some
   // The target's memory cgroup at the start and at the end (limit, the kernel's peak, OOM kills).
   std::optional<proc::CgroupMemory> cgroup_start, cgroup_end;
   std::vector<CounterSample> counters;  // only with --svg; written only when there are some

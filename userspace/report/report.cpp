@@ -151,6 +151,13 @@ ordered_json to_json(const Report& r) {
                   {"latest_fork_usec", r.redis->latest_fork_usec},
                   {"total_forks_delta", r.redis->total_forks_delta},
                   {"rdb_last_cow_size", r.redis->rdb_last_cow_size}};
+    if (!r.redis->unanswered.empty()) {
+      auto& u = j["redis"]["unanswered"] = ordered_json::array();
+      for (const auto& o : r.redis->unanswered)
+        u.push_back({{"from_ms", offset_ms(o.from_ns, r.start_monotonic_ns)},
+                     {"to_ms", offset_ms(o.to_ns, r.start_monotonic_ns)},
+                     {"error", o.error}});
+    }
   } else if (r.redis) {
     j["redis_error"] = r.redis->error;
   }
@@ -231,6 +238,15 @@ std::string to_text(const Report& r) {
     line(fmt::format("redis {} at {}: disable-thp={} repl-diskless-sync={} latest_fork_usec={} total_forks +{}",
                      r.redis->version, r.redis->address, r.redis->disable_thp, r.redis->repl_diskless_sync,
                      r.redis->latest_fork_usec, r.redis->total_forks_delta));
+  if (r.redis) {
+    const auto s_since_start = [&](uint64_t ns) {
+      return (static_cast<double>(ns) - static_cast<double>(r.start_monotonic_ns)) / 1e9;
+    };
+    for (const auto& o : r.redis->unanswered)
+      line(fmt::format("redis did not answer from +{:.1f} s {}: {}", s_since_start(o.from_ns),
+                       o.to_ns ? fmt::format("to +{:.1f} s", s_since_start(o.to_ns)) : std::string("to the end"),
+                       o.error));
+  }
   if (const auto& c = r.memory.cgroup) {
     const auto mib = [](uint64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20)); };
     line(fmt::format("memory cgroup v{} {}: limit {}, usage peak {}{}, oom kills {}", c->version, c->path,
@@ -472,6 +488,10 @@ Report from_json(const nlohmann::json& j) {
     rs.latest_fork_usec = x.at("latest_fork_usec").get<int64_t>();
     rs.total_forks_delta = x.at("total_forks_delta").get<int64_t>();
     rs.rdb_last_cow_size = x.at("rdb_last_cow_size").get<int64_t>();
+    if (x.contains("unanswered"))
+      for (const auto& o : x.at("unanswered"))
+        rs.unanswered.push_back({ts_from(o.at("from_ms"), r.start_monotonic_ns),
+                                 ts_from(o.at("to_ms"), r.start_monotonic_ns), o.at("error").get<std::string>()});
     r.redis = rs;
   } else if (j.contains("redis_error")) {
     RedisSection rs;

@@ -27,6 +27,8 @@ struct RedisSection {
   int64_t latest_fork_usec = 0;
   int64_t total_forks_delta = 0;
   int64_t rdb_last_cow_size = 0;
+  // Times it stopped answering after it had answered (to_ns 0: to the end of the capture).
+  std::vector<redis::Outage> unanswered;
 };
 
 // What the forks' copy-on-write ran against: the memory cgroup the process is charged to (v1 or v2)
