@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "harness.h"
@@ -41,30 +42,50 @@ std::string write_secret(const std::string& dir, const std::string& secret) {
   return path;
 }
 
+// A capture of a fresh Redis for `seconds`, the server frozen (SIGSTOP) once the capture is tracing
+// and has had time for its first INFO (so the test is about a server that stops answering, also
+// where start-up is slow: ASan, a loaded CI machine), for `frozen_for` or, without it, to the end.
+struct FrozenCapture {
+  int code = -1;
+  std::chrono::steady_clock::duration freeze_to_exit{};
+  nlohmann::json report;
+  std::string out, err;
+};
+FrozenCapture capture_frozen(int seconds, std::optional<std::chrono::milliseconds> frozen_for) {
+  FrozenCapture c;
+  RedisServer redis;
+  const std::string dir = make_temp_dir("thptrace-rel-");
+  const std::string json = dir + "/report.json";
+  Process p({thptrace_bin(), "--pid", std::to_string(redis.pid()), "--redis", redis.address(), "--duration",
+             std::to_string(seconds), "--json", json});
+  EXPECT_TRUE(p.wait_stderr_line("tracing pid", 60s)) << p.err();
+  std::this_thread::sleep_for(500ms);
+  const auto frozen = std::chrono::steady_clock::now();
+  ::kill(redis.pid(), SIGSTOP);
+  if (frozen_for) {
+    std::this_thread::sleep_for(*frozen_for);
+    ::kill(redis.pid(), SIGCONT);
+  }
+  c.code = p.wait(30s).value_or(-1);
+  c.freeze_to_exit = std::chrono::steady_clock::now() - frozen;
+  ::kill(redis.pid(), SIGCONT);
+  c.out = p.out();
+  c.err = p.err();
+  if (std::filesystem::exists(json)) c.report = read_json(json);
+  std::filesystem::remove_all(dir);
+  return c;
+}
+
 }  // namespace
 
 TEST(Reliability, FrozenRedisGivesTimeoutsNotAHang) {
   REQUIRE_BPF();
-  RedisServer redis;
-  const std::string dir = make_temp_dir("thptrace-rel-");
-  const std::string json = dir + "/report.json";
-  Process p({thptrace_bin(), "--pid", std::to_string(redis.pid()), "--redis", redis.address(), "--duration", "3",
-             "--json", json});
-  // Freeze once the capture is tracing and has had time for its first INFO, so the test is about a
-  // server that stops answering, also where start-up is slow (ASan, a loaded CI machine).
-  ASSERT_TRUE(p.wait_stderr_line("tracing pid", 60s)) << p.err();
-  std::this_thread::sleep_for(500ms);
-  const auto frozen = std::chrono::steady_clock::now();
-  ::kill(redis.pid(), SIGSTOP);
-  const int code = p.wait(30s).value_or(-1);
-  ::kill(redis.pid(), SIGCONT);
-  const auto took = std::chrono::steady_clock::now() - frozen;
-  EXPECT_EQ(code, 0) << p.err();
+  const auto c = capture_frozen(3, std::nullopt);
+  EXPECT_EQ(c.code, 0) << c.err;
   // The rest of the 3 s capture plus at most one command timeout (1 s) to stop the poller, with room for load.
-  EXPECT_LT(took, 6s);
-  ASSERT_TRUE(std::filesystem::exists(json)) << p.err();
-  const auto report = read_json(json);
-  ASSERT_TRUE(report.contains("redis")) << report.dump(2);
+  EXPECT_LT(c.freeze_to_exit, 6s);
+  const auto& report = c.report;
+  ASSERT_TRUE(report.contains("redis")) << report.dump(2) << c.err;
   // It answered, then did not: the report says from when, and that it did not answer again.
   const auto& unanswered = report["redis"]["unanswered"];
   ASSERT_EQ(unanswered.size(), 1u) << report["redis"].dump(2);
@@ -75,34 +96,23 @@ TEST(Reliability, FrozenRedisGivesTimeoutsNotAHang) {
   for (const auto& f : report["findings"])
     said = said || f.get<std::string>().find("stopped answering once") != std::string::npos;
   EXPECT_TRUE(said) << report["findings"].dump(2);
-  std::filesystem::remove_all(dir);
 }
 
 // Frozen for a while and thawed within the capture: the time it did not answer has an end, within
 // the freeze's span plus a command timeout.
 TEST(Reliability, RedisFrozenThenThawedHasAnEndedOutage) {
   REQUIRE_BPF();
-  RedisServer redis;
-  const std::string dir = make_temp_dir("thptrace-rel-");
-  const std::string json = dir + "/report.json";
-  Process p({thptrace_bin(), "--pid", std::to_string(redis.pid()), "--redis", redis.address(), "--duration", "5",
-             "--json", json});
-  ASSERT_TRUE(p.wait_stderr_line("tracing pid", 60s)) << p.err();
-  std::this_thread::sleep_for(500ms);
-  ::kill(redis.pid(), SIGSTOP);
-  std::this_thread::sleep_for(1500ms);
-  ::kill(redis.pid(), SIGCONT);
-  EXPECT_EQ(p.wait(30s).value_or(-1), 0) << p.err();
-  const auto report = read_json(json);
-  ASSERT_TRUE(report.contains("redis")) << report.dump(2);
+  const auto c = capture_frozen(5, 1500ms);
+  EXPECT_EQ(c.code, 0) << c.err;
+  const auto& report = c.report;
+  ASSERT_TRUE(report.contains("redis")) << report.dump(2) << c.err;
   const auto& unanswered = report["redis"]["unanswered"];
   ASSERT_EQ(unanswered.size(), 1u) << report["redis"].dump(2);
   ASSERT_TRUE(unanswered[0]["to_ms"].is_number()) << unanswered.dump(2);
   const double span = unanswered[0]["to_ms"].get<double>() - unanswered[0]["from_ms"].get<double>();
   EXPECT_GT(span, 500) << unanswered.dump(2);  // frozen 1.5 s; a poll may have been sent well into it
   EXPECT_LT(span, 5000) << unanswered.dump(2);
-  EXPECT_NE(p.out().find("redis did not answer from +"), std::string::npos) << p.out();
-  std::filesystem::remove_all(dir);
+  EXPECT_NE(c.out.find("redis did not answer from +"), std::string::npos) << c.out;
 }
 
 TEST(Reliability, RedisKilledMidCapture) {

@@ -230,35 +230,33 @@ nlohmann::json one_replica_under_load(const std::string& limit, int64_t* full_sy
   return report;
 }
 
+// The builds from tests/servers/fetch.sh (a missing one fails, not skips, under
+// THPTRACE_REQUIRE_BPF=1, as RedisBuild.* does), each through its own states: Valkey 8.0.1's dual
+// channel (two lines a replica in INFO, merged), Redis 8.0.2's rdb channel (one line: the rdb channel
+// is not listed).
+void over_their_channels(const std::string& build, const std::vector<std::string>& states_in_order) {
+  std::string why;
+  const auto server = fetched_server(build, &why);
+  if (!server) {
+    if (bpf_required()) FAIL() << why;
+    GTEST_SKIP() << why;
+  }
+  three_replicas_over_their_channels(*server, states_in_order);
+}
+
 }  // namespace
 
 TEST(ScaleOut, ThreeReplicasAtOnceOverDisk) { three_replicas(false); }
 TEST(ScaleOut, ThreeReplicasAtOnceDiskless) { three_replicas(true); }
 
-// Valkey 8.0.1 from tests/servers/fetch.sh (fails, not skips, under THPTRACE_REQUIRE_BPF=1 when it
-// is not at hand, as RedisBuild.* does).
 TEST(ScaleOut, ThreeValkey8ReplicasOverTheirDualChannels) {
   REQUIRE_BPF();
-  std::string why;
-  const auto server = fetched_server("valkey-8.0.1", &why);
-  if (!server) {
-    if (bpf_required()) FAIL() << why;
-    GTEST_SKIP() << why;
-  }
-  three_replicas_over_their_channels(*server, {"wait_bgsave", "send_bulk", "bg_transfer", "online"});
+  over_their_channels("valkey-8.0.1", {"wait_bgsave", "send_bulk", "bg_transfer", "online"});
 }
 
-// Redis 8.0.2 built from upstream's tarball by tests/servers/fetch.sh, its rdb channel on: the
-// primary lists one line per replica (the rdb channel is not listed).
 TEST(ScaleOut, ThreeRedis8ReplicasOverTheirRdbChannels) {
   REQUIRE_BPF();
-  std::string why;
-  const auto server = fetched_server("redis-8.0.2", &why);
-  if (!server) {
-    if (bpf_required()) FAIL() << why;
-    GTEST_SKIP() << why;
-  }
-  three_replicas_over_their_channels(*server, {"wait_bgsave", "send_bulk_and_stream", "online"});
+  over_their_channels("redis-8.0.2", {"wait_bgsave", "send_bulk_and_stream", "online"});
 }
 
 TEST(ScaleOut, TinyReplicaOutputBufferMakesAFullSyncLoop) {
