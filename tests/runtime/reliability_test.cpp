@@ -45,14 +45,9 @@ std::string write_secret(const std::string& dir, const std::string& secret) {
 // A capture of a fresh Redis for `seconds`, the server frozen (SIGSTOP) once the capture is tracing
 // and has had time for its first INFO (so the test is about a server that stops answering, also
 // where start-up is slow: ASan, a loaded CI machine), for `frozen_for` or, without it, to the end.
-struct FrozenCapture {
-  int code = -1;
-  std::chrono::steady_clock::duration freeze_to_exit{};
-  nlohmann::json report;
-  std::string out, err;
-};
-FrozenCapture capture_frozen(int seconds, std::optional<std::chrono::milliseconds> frozen_for) {
-  FrozenCapture c;
+// It must exit 0; *report (null when none was written), *out and *freeze_to_exit as seen.
+void capture_frozen(int seconds, std::optional<std::chrono::milliseconds> frozen_for, nlohmann::json* report,
+                    std::string* out, std::chrono::steady_clock::duration* freeze_to_exit = nullptr) {
   RedisServer redis;
   const std::string dir = make_temp_dir("thptrace-rel-");
   const std::string json = dir + "/report.json";
@@ -66,26 +61,26 @@ FrozenCapture capture_frozen(int seconds, std::optional<std::chrono::millisecond
     std::this_thread::sleep_for(*frozen_for);
     ::kill(redis.pid(), SIGCONT);
   }
-  c.code = p.wait(30s).value_or(-1);
-  c.freeze_to_exit = std::chrono::steady_clock::now() - frozen;
+  const int code = p.wait(30s).value_or(-1);
+  if (freeze_to_exit) *freeze_to_exit = std::chrono::steady_clock::now() - frozen;
   ::kill(redis.pid(), SIGCONT);
-  c.out = p.out();
-  c.err = p.err();
-  if (std::filesystem::exists(json)) c.report = read_json(json);
+  EXPECT_EQ(code, 0) << p.err();
+  *out = p.out();
+  *report = std::filesystem::exists(json) ? read_json(json) : nlohmann::json();
   std::filesystem::remove_all(dir);
-  return c;
 }
 
 }  // namespace
 
 TEST(Reliability, FrozenRedisGivesTimeoutsNotAHang) {
   REQUIRE_BPF();
-  const auto c = capture_frozen(3, std::nullopt);
-  EXPECT_EQ(c.code, 0) << c.err;
+  nlohmann::json report;
+  std::string out;
+  std::chrono::steady_clock::duration took{};
+  capture_frozen(3, std::nullopt, &report, &out, &took);
   // The rest of the 3 s capture plus at most one command timeout (1 s) to stop the poller, with room for load.
-  EXPECT_LT(c.freeze_to_exit, 6s);
-  const auto& report = c.report;
-  ASSERT_TRUE(report.contains("redis")) << report.dump(2) << c.err;
+  EXPECT_LT(took, 6s);
+  ASSERT_TRUE(report.contains("redis")) << report.dump(2);
   // It answered, then did not: the report says from when, and that it did not answer again.
   const auto& unanswered = report["redis"]["unanswered"];
   ASSERT_EQ(unanswered.size(), 1u) << report["redis"].dump(2);
@@ -102,17 +97,17 @@ TEST(Reliability, FrozenRedisGivesTimeoutsNotAHang) {
 // the freeze's span plus a command timeout.
 TEST(Reliability, RedisFrozenThenThawedHasAnEndedOutage) {
   REQUIRE_BPF();
-  const auto c = capture_frozen(5, 1500ms);
-  EXPECT_EQ(c.code, 0) << c.err;
-  const auto& report = c.report;
-  ASSERT_TRUE(report.contains("redis")) << report.dump(2) << c.err;
+  nlohmann::json report;
+  std::string out;
+  capture_frozen(5, 1500ms, &report, &out);
+  ASSERT_TRUE(report.contains("redis")) << report.dump(2);
   const auto& unanswered = report["redis"]["unanswered"];
   ASSERT_EQ(unanswered.size(), 1u) << report["redis"].dump(2);
   ASSERT_TRUE(unanswered[0]["to_ms"].is_number()) << unanswered.dump(2);
   const double span = unanswered[0]["to_ms"].get<double>() - unanswered[0]["from_ms"].get<double>();
   EXPECT_GT(span, 500) << unanswered.dump(2);  // frozen 1.5 s; a poll may have been sent well into it
   EXPECT_LT(span, 5000) << unanswered.dump(2);
-  EXPECT_NE(c.out.find("redis did not answer from +"), std::string::npos) << c.out;
+  EXPECT_NE(out.find("redis did not answer from +"), std::string::npos) << out;
 }
 
 TEST(Reliability, RedisKilledMidCapture) {
