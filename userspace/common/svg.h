@@ -1,6 +1,6 @@
 #pragma once
-// The two pieces every hand-written SVG of thptrace needs (the bench's latency timeline, the
-// capture's --svg): text escaped for XML, and axis ticks at round numbers.
+// What every hand-written SVG of thptrace needs (the bench's latency timeline, the capture's
+// --svg): text escaped for XML, and round numbers for axes.
 
 #include <algorithm>
 #include <cmath>
@@ -24,13 +24,16 @@ inline std::string escape(const std::string& s) {
   return out;
 }
 
-// A tick step of 1, 2 or 5 × 10^k giving at most about ten ticks over `span`.
-inline double tick_step(double span) {
-  const double raw = std::max(span / 10.0, 1e-3);
-  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+// The smallest 1, 2 or 5 × 10^k at or above v (1 for v <= 0): round axis tops, steps and widths.
+inline double round_up_125(double v) {
+  if (v <= 0) return 1;
+  const double mag = std::pow(10.0, std::floor(std::log10(v)));
   for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (m * mag >= raw) return m * mag;
+    if (m * mag >= v) return m * mag;
   return 10 * mag;
 }
+
+// A tick step of 1, 2 or 5 × 10^k giving at most about ten ticks over `span`.
+inline double tick_step(double span) { return round_up_125(std::max(span / 10.0, 1e-3)); }
 
 }  // namespace thptrace::svg

@@ -201,16 +201,14 @@ std::vector<std::string> findings(const Report& r) {
     const auto& u = r.redis->unanswered;
     const auto& last = u.back();
     if (!(r.target_exited && !last.to_ns)) {
-      const auto at = [&](uint64_t ns) {
-        return (static_cast<double>(ns) - static_cast<double>(r.start_monotonic_ns)) / 1e9;
-      };
       f.push_back(
           {2, fmt::format("Redis at {} stopped answering {} during the capture, last from +{:.1f} s {} ({}): for "
                           "that time fork reasons come from the uprobes only and there are no server-side "
                           "latency figures; the kernel figures are complete.",
                           r.redis->address, u.size() == 1 ? std::string("once") : fmt::format("{} times", u.size()),
-                          at(last.from_ns),
-                          last.to_ns ? fmt::format("to +{:.1f} s", at(last.to_ns)) : std::string("to the end"),
+                          r.seconds_since_start(last.from_ns),
+                          last.to_ns ? fmt::format("to +{:.1f} s", r.seconds_since_start(last.to_ns))
+                                     : std::string("to the end"),
                           last.error)});
     }
   }

@@ -238,15 +238,11 @@ std::string to_text(const Report& r) {
     line(fmt::format("redis {} at {}: disable-thp={} repl-diskless-sync={} latest_fork_usec={} total_forks +{}",
                      r.redis->version, r.redis->address, r.redis->disable_thp, r.redis->repl_diskless_sync,
                      r.redis->latest_fork_usec, r.redis->total_forks_delta));
-  if (r.redis) {
-    const auto s_since_start = [&](uint64_t ns) {
-      return (static_cast<double>(ns) - static_cast<double>(r.start_monotonic_ns)) / 1e9;
-    };
+  if (r.redis)
     for (const auto& o : r.redis->unanswered)
-      line(fmt::format("redis did not answer from +{:.1f} s {}: {}", s_since_start(o.from_ns),
-                       o.to_ns ? fmt::format("to +{:.1f} s", s_since_start(o.to_ns)) : std::string("to the end"),
-                       o.error));
-  }
+      line(fmt::format(
+          "redis did not answer from +{:.1f} s {}: {}", r.seconds_since_start(o.from_ns),
+          o.to_ns ? fmt::format("to +{:.1f} s", r.seconds_since_start(o.to_ns)) : std::string("to the end"), o.error));
   if (const auto& c = r.memory.cgroup) {
     const auto mib = [](uint64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20)); };
     line(fmt::format("memory cgroup v{} {}: limit {}, usage peak {}{}, oom kills {}", c->version, c->path,

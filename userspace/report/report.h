@@ -97,6 +97,10 @@ struct Report {
   // CLOCK_MONOTONIC (the clock of bpf_ktime_get_ns) at the capture's start: forks[].fork_ts_ms
   // and exit_ts_ms are offsets from it, so other tools can place forks on their own timelines.
   uint64_t start_monotonic_ns = 0;
+  // A kernel timestamp as seconds from the capture's start, for the sentences that place an event.
+  double seconds_since_start(uint64_t ts_ns) const {
+    return (static_cast<double>(ts_ns) - static_cast<double>(start_monotonic_ns)) / 1e9;
+  }
   bool target_exited = false;
   std::vector<correlate::ForkEpisode> forks;
   correlate::Totals totals;

@@ -32,14 +32,16 @@ struct Axis {
   double x_ns(uint64_t ts_ns) const { return x(ms(ts_ns)); }
 };
 
+// The bucket width for a capture of span_ms: kCounterIntervalNs, or the smallest 1-2-5 width that
+// keeps kMaxBuckets.
 double bucket_ms_for(double span_ms) {
-  double width = static_cast<double>(kCounterIntervalNs) / 1e6;
-  for (double mag = width; span_ms / width > static_cast<double>(kMaxBuckets); mag *= 10)
-    for (double m : {2.0, 5.0, 10.0}) {
-      width = m * mag;
-      if (span_ms / width <= static_cast<double>(kMaxBuckets)) break;
-    }
-  return width;
+  return std::max(static_cast<double>(kCounterIntervalNs) / 1e6,
+                  svg::round_up_125(span_ms / static_cast<double>(kMaxBuckets)));
+}
+
+// The bucket a time falls in, among n of bucket_ms from the axis's start.
+size_t bucket_of(const Axis& a, uint64_t ts_ns, double bucket_ms, size_t n) {
+  return static_cast<size_t>(std::clamp(a.ms(ts_ns) / bucket_ms, 0.0, static_cast<double>(n - 1)));
 }
 
 // A running counter's growth per bucket. A read can see a child's count twice for an instant (its
@@ -52,20 +54,10 @@ std::vector<double> per_bucket(const std::vector<CounterSample>& c, const Axis& 
   uint64_t high = c.empty() ? 0 : get(c.front());
   for (size_t i = 1; i < c.size(); ++i) {
     const uint64_t v = std::max(high, get(c[i]));
-    const auto b = static_cast<size_t>(std::clamp(a.ms(c[i].ts_ns) / bucket_ms, 0.0, static_cast<double>(n - 1)));
-    out[b] += static_cast<double>(v - high);
+    out[bucket_of(a, c[i].ts_ns, bucket_ms, n)] += static_cast<double>(v - high);
     high = v;
   }
   return out;
-}
-
-// A round upper bound for an axis: 1, 2 or 5 × 10^k at or above v.
-double nice_ceiling(double v) {
-  if (v <= 0) return 1;
-  const double mag = std::pow(10.0, std::floor(std::log10(v)));
-  for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (m * mag >= v) return m * mag;
-  return 10 * mag;
 }
 
 // The bucket values as data (a reader of the SVG, such as the tests, need not trace the path back).
@@ -203,8 +195,7 @@ std::string timeline_svg(const Report& r, const CaptureInputs& in) {
     for (size_t i = 1; i < s.size(); ++i) {
       const auto now = s[i].thp_vmstat.find("thp_split_pmd"), before = s[i - 1].thp_vmstat.find("thp_split_pmd");
       if (now == s[i].thp_vmstat.end() || before == s[i - 1].thp_vmstat.end() || now->second < before->second) continue;
-      const auto b = static_cast<size_t>(std::clamp(a.ms(s[i].ts_ns) / bucket_ms, 0.0, static_cast<double>(n - 1)));
-      splits[b] += static_cast<double>(now->second - before->second);
+      splits[bucket_of(a, s[i].ts_ns, bucket_ms, n)] += static_cast<double>(now->second - before->second);
     }
   }
   std::vector<const correlate::ReplicaSync*> syncs;
@@ -257,7 +248,7 @@ std::string timeline_svg(const Report& r, const CaptureInputs& in) {
   // Copy-on-write faults per bucket. After the child's exit the pages it shared stay write-protected
   // until written: those writes still fault (the running counters count them) but take the page
   // back without a copy (do_wp_page's reuse), which the title says.
-  const double cow_hi = nice_ceiling(
+  const double cow_hi = svg::round_up_125(
       std::max(*std::max_element(parent.begin(), parent.end()), *std::max_element(child.begin(), child.end())));
   frame(out, cow_top, kCowHeight,
         fmt::format("Write faults on shared pages per {:g} ms: parent (filled), children (line); copies while a "
@@ -282,7 +273,7 @@ std::string timeline_svg(const Report& r, const CaptureInputs& in) {
   // Memory: RSS and AnonHugePages from /proc.
   uint64_t mem_max_kb = 0;
   for (const auto& s : in.samples.samples()) mem_max_kb = std::max(mem_max_kb, s.rss_kb);
-  const double mem_hi = nice_ceiling(static_cast<double>(mem_max_kb) / 1024.0);
+  const double mem_hi = svg::round_up_125(static_cast<double>(mem_max_kb) / 1024.0);
   frame(out, mem_top, kMemHeight, "Memory, MiB: RSS (solid), AnonHugePages (dashed)");
   y_labels(out, mem_top, kMemHeight, mem_hi, "");
   fork_bands(out, r, a, mem_top, kMemHeight, false);
@@ -300,7 +291,7 @@ std::string timeline_svg(const Report& r, const CaptureInputs& in) {
   x_ticks(out, a, mem_top + kMemHeight);
 
   // THP splits.
-  const double split_hi = nice_ceiling(*std::max_element(splits.begin(), splits.end()));
+  const double split_hi = svg::round_up_125(*std::max_element(splits.begin(), splits.end()));
   frame(out, split_top, kSplitHeight,
         kernel_splits ? fmt::format("THP splits per {:g} ms (this process, fentry)", bucket_ms)
                       : std::string("THP splits (thp_split_pmd, the whole machine, per /proc sample)"));
