@@ -30,9 +30,8 @@ static __always_inline void add_latency(__u64 *hist, __u64 *total, __u64 *count,
 	__sync_fetch_and_add(count, 1);
 }
 
-/* One write fault on a present page by `tgid`, counted in the hash maps (the slow path: fentry mode,
- * fork children, targets whose fast-path line another target owns). ns = handler time (0 when
- * unknown). */
+/* One write fault on a present page by `tgid`, counted in the hash maps (the slow path: fork
+ * children, targets whose fast-path line another target owns). ns = handler time (0 when unknown). */
 static __always_inline void count_fault(__u32 tgid, __u64 ns, bool huge, bool split)
 {
 	struct thptrace_target *tgt = bpf_map_lookup_elem(&targets, &tgid);
@@ -71,68 +70,185 @@ static __always_inline void count_fault(__u32 tgid, __u64 ns, bool huge, bool sp
 
 /* ---- first choice: fentry/fexit ---- */
 
-static __always_inline int wp_enter(enum start_kind kind)
+/* The start of the wp fault in flight on a thread, one slot per handler (do_huge_pmd_wp_page returns
+ * before the pte-level retry enters do_wp_page, but a slot each costs nothing). Per-task storage:
+ * the entry hangs off the task_struct, so taking it is a pointer walk, where the starts hash cost an
+ * update, a lookup and a delete per fault. Tracing programs may use task storage since Linux 5.13
+ * (commit a10787e6d58c, "bpf: Enable task local storage for tracing programs"; the map type itself
+ * is 5.11, for LSM programs only); before that the *_compat programs below keep the start in the
+ * starts hash, and userspace does not create this map (bpf_map__set_autocreate): a kernel before
+ * 5.11 would refuse it. */
+struct wp_start {
+	__u64 wp_ns;   /* do_wp_page */
+	__u64 huge_ns; /* do_huge_pmd_wp_page */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct wp_start);
+} wp_starts SEC(".maps");
+
+/* Whether `tgid` passes the fault programs' first filter: it owns its hot line (*owner set), or a
+ * watched process shares the line (its slow count), when the hash maps decide. Every other process
+ * of the machine leaves here, after one array read. */
+static __always_inline struct thptrace_hot *watched_line(__u32 tgid, bool *owner)
 {
-	if (maybe_watched(current_tgid()))
-		start_record(kind);
-	return 0;
+	struct thptrace_hot *h = hot_of(tgid);
+
+	if (!h)
+		return NULL;
+	*owner = h->tgid == tgid;
+	return *owner || h->slow ? h : NULL;
 }
 
-static __always_inline int wp_exit(enum start_kind kind, long ret)
+/* One wp fault by `tgid`, whose line passed the filter, that took ns in the handler (0 when its
+ * start was not seen: counted, not timed). A line owner counts on this CPU's counters, whatever the
+ * number of threads faulting at once; anyone else in the hash maps. */
+static __always_inline void wp_count(__u32 tgid, struct thptrace_hot *h, bool owner, bool huge, bool split,
+				     __u64 ns)
 {
-	__u64 begin = start_take(kind);
-	bool huge = kind == START_HUGE_WP_FAULT;
-	bool split = huge && (ret & VM_FAULT_FALLBACK_BIT);
-	__u32 tgid = current_tgid();
-	struct thptrace_hot *h;
 	struct thptrace_pcpu *p;
-	__u64 ns;
 
-	if (!begin)
-		return 0;
-	ns = bpf_ktime_get_ns() - begin;
-	ns = ns ? ns : 1;
-	h = hot_of(tgid);
-	if (!h || h->tgid != tgid) {
+	if (!owner) {
 		count_fault(tgid, ns, huge, split);
-		return 0;
+		return;
 	}
-	/* A line owner: this CPU's counters, whatever the number of threads faulting at once. */
 	p = pcpu_of(h);
 	if (!p)
-		return 0;
+		return;
 	if (!split)
 		__sync_fetch_and_add(&p->cow_faults, 1);
 	if (huge)
 		__sync_fetch_and_add(&p->huge_cow_faults, 1);
 	if (split)
 		__sync_fetch_and_add(&p->thp_splits, 1);
-	add_latency(p->fault_lat, &p->fault_ns_total, &p->fault_ns_count, ns);
+	if (ns)
+		add_latency(p->fault_lat, &p->fault_ns_total, &p->fault_ns_count, ns);
+}
+
+static __always_inline int wp_enter(bool huge)
+{
+	struct wp_start *s;
+	bool owner;
+
+	if (!watched_line(current_tgid(), &owner))
+		return 0;
+	s = bpf_task_storage_get(&wp_starts, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!s)
+		return 0;
+	if (huge)
+		s->huge_ns = bpf_ktime_get_ns();
+	else
+		s->wp_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+/* The fault is counted whether or not its start was seen: the count never depends on the start
+ * (a thread whose storage could not be created, a target watched while the fault was in flight),
+ * only the latency does. */
+static __always_inline int wp_exit(bool huge, long ret)
+{
+	__u32 tgid = current_tgid();
+	bool split = huge && (ret & VM_FAULT_FALLBACK_BIT);
+	struct thptrace_hot *h;
+	struct wp_start *s;
+	__u64 begin = 0;
+	bool owner;
+
+	h = watched_line(tgid, &owner);
+	if (!h)
+		return 0;
+	/* No F_CREATE: the entry wp_enter made. Since 5.13 (commit bc235cdb423a, "bpf: Prevent
+	 * deadlock from recursive bpf_task_storage_[get|delete]") the helper returns NULL while
+	 * another task-storage call is in progress on this CPU; the fault is then counted untimed. */
+	s = bpf_task_storage_get(&wp_starts, bpf_get_current_task_btf(), 0, 0);
+	if (s) {
+		begin = huge ? s->huge_ns : s->wp_ns;
+		if (huge)
+			s->huge_ns = 0;
+		else
+			s->wp_ns = 0;
+	}
+	wp_count(tgid, h, owner, huge, split, begin ? (bpf_ktime_get_ns() - begin) | 1 : 0);
 	return 0;
 }
 
 SEC("fentry/do_wp_page")
 int BPF_PROG(wp_fentry, struct vm_fault *vmf)
 {
-	return wp_enter(START_WP_FAULT);
+	return wp_enter(false);
 }
 
 SEC("fexit/do_wp_page")
 int BPF_PROG(wp_fexit, struct vm_fault *vmf, long ret)
 {
-	return wp_exit(START_WP_FAULT, ret);
+	return wp_exit(false, ret);
 }
 
 SEC("fentry/do_huge_pmd_wp_page")
 int BPF_PROG(huge_wp_fentry, struct vm_fault *vmf)
 {
-	return wp_enter(START_HUGE_WP_FAULT);
+	return wp_enter(true);
 }
 
 SEC("fexit/do_huge_pmd_wp_page")
 int BPF_PROG(huge_wp_fexit, struct vm_fault *vmf, long ret)
 {
-	return wp_exit(START_HUGE_WP_FAULT, ret);
+	return wp_exit(true, ret);
+}
+
+/* The same without task storage (Linux 5.5-5.11): the start in the starts hash, keyed by kind and
+ * thread. */
+static __always_inline int wp_enter_compat(enum start_kind kind)
+{
+	bool owner;
+
+	if (watched_line(current_tgid(), &owner))
+		start_record(kind);
+	return 0;
+}
+
+static __always_inline int wp_exit_compat(enum start_kind kind, long ret)
+{
+	bool huge = kind == START_HUGE_WP_FAULT;
+	bool split = huge && (ret & VM_FAULT_FALLBACK_BIT);
+	__u32 tgid = current_tgid();
+	struct thptrace_hot *h;
+	__u64 begin;
+	bool owner;
+
+	h = watched_line(tgid, &owner);
+	if (!h)
+		return 0;
+	begin = start_take(kind);
+	wp_count(tgid, h, owner, huge, split, begin ? (bpf_ktime_get_ns() - begin) | 1 : 0);
+	return 0;
+}
+
+SEC("fentry/do_wp_page")
+int BPF_PROG(wp_fentry_compat, struct vm_fault *vmf)
+{
+	return wp_enter_compat(START_WP_FAULT);
+}
+
+SEC("fexit/do_wp_page")
+int BPF_PROG(wp_fexit_compat, struct vm_fault *vmf, long ret)
+{
+	return wp_exit_compat(START_WP_FAULT, ret);
+}
+
+SEC("fentry/do_huge_pmd_wp_page")
+int BPF_PROG(huge_wp_fentry_compat, struct vm_fault *vmf)
+{
+	return wp_enter_compat(START_HUGE_WP_FAULT);
+}
+
+SEC("fexit/do_huge_pmd_wp_page")
+int BPF_PROG(huge_wp_fexit_compat, struct vm_fault *vmf, long ret)
+{
+	return wp_exit_compat(START_HUGE_WP_FAULT, ret);
 }
 
 /* ---- fallback: the page_fault_user and page_fault_kernel tracepoints ---- */

@@ -269,6 +269,9 @@ TEST(Cli, ProbeReportsEveryFamily) {
   if (const auto atomics = expected_mode("bpf_atomics"); !atomics.empty()) {
     EXPECT_EQ(j["bpf_atomics"].get<bool>(), atomics == "yes") << p.out();
   }
+  if (const auto storage = expected_mode("task_storage"); !storage.empty()) {
+    EXPECT_EQ(j["task_storage"].get<bool>(), storage == "yes") << p.out();
+  }
   EXPECT_EQ(leftover_thptrace_programs(), std::vector<std::string>{});
 }
 

@@ -34,8 +34,9 @@ std::string bpf_unavailable_reason();  // "" when BPF works here
 std::string thptrace_bin();
 
 // THPTRACE_EXPECT_MODES (set by the kernel-matrix guest runs, tests/vm): space-separated KEY=VALUE,
-// the attach mode each named family must take on that kernel (fork=tp_btf cow_fault=fentry ...) and
-// bpf_atomics=yes|no. The value for `key`, or "" when it is not named (any mode is accepted).
+// the attach mode each named family must take on that kernel (fork=tp_btf cow_fault=fentry ...),
+// bpf_atomics=yes|no and task_storage=yes|no. The value for `key`, or "" when it is not named (any
+// mode is accepted).
 std::string expected_mode(const std::string& key);
 // EXPECT_EQ of every named family against `modes`: {family: mode} (a report's "probes").
 void expect_modes(const nlohmann::json& modes, const std::string& context);

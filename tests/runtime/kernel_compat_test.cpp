@@ -3,6 +3,8 @@
 // refusal: the stand-in probes' answer is overruled to claim fentry for the COW family on a kernel
 // where fentry does not load (the CI host refuses it with EPERM, 5.10 with EINVAL).
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
 
 #include "common/error.h"
 #include "harness.h"
@@ -11,6 +13,7 @@
 
 using namespace thptrace;
 using namespace thptrace::test;
+using namespace std::chrono_literals;
 
 TEST(Tracer, RefusedFamilyMovesDownItsChainAlone) {
   REQUIRE_BPF();
@@ -48,4 +51,37 @@ TEST(Tracer, BelowTheMinimumKernelRefusesWithOneSentence) {
     EXPECT_EQ(e.code(), kExitRuntime);
     EXPECT_EQ(std::string(e.what()), modes.unsupported + ".");
   }
+}
+
+// The fentry COW programs keep each fault's start in task storage; where tracing programs may not use
+// it (before 5.13) their *_compat build keeps it in the starts hash. Both must count and time every
+// fault. The default build is what the Cow.* tests run; this one is forced here, where fentry loads
+// (the 6.1 and 6.12 guests; the host refuses fentry).
+TEST(Tracer, FentryWithoutTaskStorageCountsAndTimesEveryFault) {
+  REQUIRE_BPF();
+  auto modes = tracer::choose_modes(false, "");
+  if (modes.cow_fault.mode != tracer::Mode::fentry) GTEST_SKIP() << "fentry does not load on this kernel";
+  modes.task_storage = false;
+  constexpr size_t kPages = 4096;
+  const char* vm = std::getenv("THPTRACE_VM");
+  const long child_ms = vm && std::string(vm) == "1" ? 4000 : 600;
+  Process work({workload_bin(), std::to_string(kPages), std::to_string(child_ms), "4k"});
+  ASSERT_TRUE(work.wait_stdout_line("ready", 20s)) << work.err();
+  tracer::Tracer t(modes);
+  ASSERT_EQ(t.modes().cow_fault.mode, tracer::Mode::fentry) << t.modes().cow_fault.why;
+  ASSERT_FALSE(t.modes().task_storage);
+  t.attach();
+  ASSERT_TRUE(t.watch(work.pid()));
+  work.write_stdin("go\n");
+  std::optional<thptrace_episode> episode;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (!episode && std::chrono::steady_clock::now() < deadline)
+    t.poll(100, [&](const thptrace_event& e) {
+      if (e.type == EV_CHILD_EXIT && e.tgid == static_cast<__u32>(work.pid())) episode = e.episode;
+    });
+  ASSERT_TRUE(episode) << "no exit record of the workload's fork child";
+  EXPECT_NEAR(static_cast<double>(episode->cow_faults), kPages, 0.02 * kPages);
+  EXPECT_GE(episode->fault_ns_count, episode->cow_faults) << "every counted fault was timed";
+  EXPECT_TRUE(work.wait_stdout_line("done", 30s));
+  EXPECT_EQ(work.wait(10s), 0);
 }

@@ -69,6 +69,7 @@ int probe_main(int argc, char** argv) {
     j["kernel_release"] = r.kernel_release;
     j["btf"] = r.btf;
     j["bpf_atomics"] = r.bpf_atomics;
+    j["task_storage"] = r.task_storage;
     j["forced_fallback"] = r.forced_fallback;
     for (const auto& [name, c] : families) j["families"][name] = {{"mode", tracer::mode_name(c->mode)}, {"why", c->why}};
     if (!refused.empty()) j["error"] = refused;
@@ -85,8 +86,9 @@ int probe_main(int argc, char** argv) {
     }
     std::cout << j.dump(2) << "\n";
   } else {
-    fmt::print("kernel {}  BTF {}  BPF atomics {}{}\n", r.kernel_release, r.btf ? "yes" : "no",
-               r.bpf_atomics ? "yes" : "no (before 5.12)", r.forced_fallback ? "  (fallback forced)" : "");
+    fmt::print("kernel {}  BTF {}  BPF atomics {}  task storage {}{}\n", r.kernel_release, r.btf ? "yes" : "no",
+               r.bpf_atomics ? "yes" : "no (before 5.12)", r.task_storage ? "yes" : "no",
+               r.forced_fallback ? "  (fallback forced)" : "");
     for (const auto& [name, c] : families) fmt::print("  {:<13} {:<13} {}\n", name, tracer::mode_name(c->mode), c->why);
     for (const auto& b : entry_points) fmt::print("{}: {}\n", b.binary, tracer::describe(b));
   }

@@ -180,6 +180,13 @@ bool FeatureProbe::bpf_atomics() {
   return memo.first;
 }
 
+bool FeatureProbe::task_storage() {
+  const int r = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, nullptr);
+  if (r != 1)
+    last_failure_ = r == 0 ? "no BPF task storage (Linux 5.11)" : "BPF task storage probe failed: " + errno_text(r);
+  return r == 1;
+}
+
 int FeatureProbe::ringbuf() { return libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, nullptr); }
 
 ProbeReport choose_modes(bool force_fallback, const std::string& redis_exe) {
@@ -224,8 +231,11 @@ ProbeReport choose_modes(bool force_fallback, const std::string& redis_exe) {
   r.thp = tracepoint_family({"mm_khugepaged_scan_pmd", "mm_collapse_huge_page"});
   r.stall = tracepoint_family({"mm_compaction_begin", "mm_compaction_end", "mm_vmscan_direct_reclaim_begin",
                                "mm_vmscan_direct_reclaim_end"});
+  r.task_storage = fp.task_storage();
+  const std::string starts =
+      r.task_storage ? "fault start times in task storage" : fp.last_failure() + ": fault start times in a hash map";
   if (!force_fallback && r.btf && fp.fentry("do_wp_page") && fp.fentry("do_huge_pmd_wp_page")) {
-    r.cow_fault = {Mode::fentry, "fentry/fexit on do_wp_page and do_huge_pmd_wp_page load"};
+    r.cow_fault = {Mode::fentry, "fentry/fexit on do_wp_page and do_huge_pmd_wp_page load; " + starts};
   } else {
     const std::string why = force_fallback ? std::string("fallback forced") : fp.last_failure();
     r.cow_fault = tracepoint_family({"page_fault_user", "mm_page_alloc"});

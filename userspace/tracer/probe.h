@@ -20,6 +20,9 @@ struct ProbeReport {
   bool btf = false;
   // BPF compare-and-exchange (Linux 5.12): without it the fork family loads its *_compat programs.
   bool bpf_atomics = false;
+  // BPF_MAP_TYPE_TASK_STORAGE (Linux 5.11; for tracing programs 5.13): the fentry COW programs keep a
+  // fault's start time in it, or else (their *_compat build) in a hash map.
+  bool task_storage = false;
   std::string kernel_release;
   FamilyChoice fork, cow_fault, thp, stall, redis;
   // Write faults the kernel takes on the process's behalf (read()/recv() into a page shared with a
@@ -41,6 +44,9 @@ class FeatureProbe {
   bool raw_tp(const std::string& tracepoint);
   // BPF_CMPXCHG (Linux 5.12): loads a program that holds one.
   bool bpf_atomics();
+  // BPF_MAP_TYPE_TASK_STORAGE can be created (5.11). Whether tracing programs may use it (5.13) only
+  // the real programs' load tells: the Tracer then takes the *_compat build.
+  bool task_storage();
   // 1 when the kernel has BPF ring buffers (5.8), 0 when it has not, < 0 when it cannot be told
   // (no privilege).
   int ringbuf();

@@ -29,8 +29,21 @@ int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list args) {
 }
 
 // Which build of a program: fork.bpf.c's fork and exit programs use BPF compare-and-exchange (5.12)
-// and have *_compat twins without it (fork_compat.bpf.c); every other program is one build.
-enum class Build { any, atomics, compat };
+// and have *_compat twins without it (fork_compat.bpf.c); the fentry COW programs keep a fault's start
+// in task storage (tracing programs: 5.13) and have *_compat twins that keep it in a hash map; every
+// other program is one build.
+enum class Build { any, atomics, compat, task_storage, no_task_storage };
+
+bool built_for(Build b, const ProbeReport& modes) {
+  switch (b) {
+    case Build::atomics: return modes.bpf_atomics;
+    case Build::compat: return !modes.bpf_atomics;
+    case Build::task_storage: return modes.task_storage;
+    case Build::no_task_storage: return !modes.task_storage;
+    case Build::any: break;
+  }
+  return true;
+}
 
 // Programs by family and mode. A program's twin in another mode or build is never loaded.
 struct ProgramSet {
@@ -43,24 +56,42 @@ struct ProgramSet {
 std::vector<ProgramSet> program_table(::thptrace_bpf* s) {
   auto& p = s->progs;
   return {
-      {p.fork_btf, "fork", Mode::tp_btf, Build::atomics},  {p.fork_raw, "fork", Mode::raw_tp, Build::atomics},
-      {p.exit_btf, "fork", Mode::tp_btf, Build::atomics},  {p.exit_raw, "fork", Mode::raw_tp, Build::atomics},
+      {p.fork_btf, "fork", Mode::tp_btf, Build::atomics},
+      {p.fork_raw, "fork", Mode::raw_tp, Build::atomics},
+      {p.exit_btf, "fork", Mode::tp_btf, Build::atomics},
+      {p.exit_raw, "fork", Mode::raw_tp, Build::atomics},
       {p.fork_btf_compat, "fork", Mode::tp_btf, Build::compat},
       {p.fork_raw_compat, "fork", Mode::raw_tp, Build::compat},
       {p.exit_btf_compat, "fork", Mode::tp_btf, Build::compat},
       {p.exit_raw_compat, "fork", Mode::raw_tp, Build::compat},
-      {p.sys_enter_btf, "fork", Mode::tp_btf},      {p.sys_enter_raw, "fork", Mode::raw_tp},
-      {p.sys_exit_btf, "fork", Mode::tp_btf},       {p.sys_exit_raw, "fork", Mode::raw_tp},
-      {p.wp_fentry, "cow_fault", Mode::fentry},     {p.wp_fexit, "cow_fault", Mode::fentry},
-      {p.huge_wp_fentry, "cow_fault", Mode::fentry}, {p.huge_wp_fexit, "cow_fault", Mode::fentry},
-      {p.fault_btf, "cow_fault", Mode::tp_btf},     {p.fault_raw, "cow_fault", Mode::raw_tp},
-      {p.kfault_btf, "kernel_copies", Mode::tp_btf}, {p.kfault_raw, "kernel_copies", Mode::raw_tp},
-      {p.khugepaged_scan_btf, "thp", Mode::tp_btf}, {p.khugepaged_scan_raw, "thp", Mode::raw_tp},
-      {p.collapse_btf, "thp", Mode::tp_btf},        {p.collapse_raw, "thp", Mode::raw_tp},
-      {p.compaction_begin_btf, "stall", Mode::tp_btf}, {p.compaction_begin_raw, "stall", Mode::raw_tp},
-      {p.compaction_end_btf, "stall", Mode::tp_btf},   {p.compaction_end_raw, "stall", Mode::raw_tp},
-      {p.reclaim_begin_btf, "stall", Mode::tp_btf},    {p.reclaim_begin_raw, "stall", Mode::raw_tp},
-      {p.reclaim_end_btf, "stall", Mode::tp_btf},      {p.reclaim_end_raw, "stall", Mode::raw_tp},
+      {p.sys_enter_btf, "fork", Mode::tp_btf},
+      {p.sys_enter_raw, "fork", Mode::raw_tp},
+      {p.sys_exit_btf, "fork", Mode::tp_btf},
+      {p.sys_exit_raw, "fork", Mode::raw_tp},
+      {p.wp_fentry, "cow_fault", Mode::fentry, Build::task_storage},
+      {p.wp_fexit, "cow_fault", Mode::fentry, Build::task_storage},
+      {p.huge_wp_fentry, "cow_fault", Mode::fentry, Build::task_storage},
+      {p.huge_wp_fexit, "cow_fault", Mode::fentry, Build::task_storage},
+      {p.wp_fentry_compat, "cow_fault", Mode::fentry, Build::no_task_storage},
+      {p.wp_fexit_compat, "cow_fault", Mode::fentry, Build::no_task_storage},
+      {p.huge_wp_fentry_compat, "cow_fault", Mode::fentry, Build::no_task_storage},
+      {p.huge_wp_fexit_compat, "cow_fault", Mode::fentry, Build::no_task_storage},
+      {p.fault_btf, "cow_fault", Mode::tp_btf},
+      {p.fault_raw, "cow_fault", Mode::raw_tp},
+      {p.kfault_btf, "kernel_copies", Mode::tp_btf},
+      {p.kfault_raw, "kernel_copies", Mode::raw_tp},
+      {p.khugepaged_scan_btf, "thp", Mode::tp_btf},
+      {p.khugepaged_scan_raw, "thp", Mode::raw_tp},
+      {p.collapse_btf, "thp", Mode::tp_btf},
+      {p.collapse_raw, "thp", Mode::raw_tp},
+      {p.compaction_begin_btf, "stall", Mode::tp_btf},
+      {p.compaction_begin_raw, "stall", Mode::raw_tp},
+      {p.compaction_end_btf, "stall", Mode::tp_btf},
+      {p.compaction_end_raw, "stall", Mode::raw_tp},
+      {p.reclaim_begin_btf, "stall", Mode::tp_btf},
+      {p.reclaim_begin_raw, "stall", Mode::raw_tp},
+      {p.reclaim_end_btf, "stall", Mode::tp_btf},
+      {p.reclaim_end_raw, "stall", Mode::raw_tp},
   };
 }
 
@@ -110,9 +141,10 @@ Mode next_mode(Mode m) {
 // chosen, or nullptr.
 bpf_program* select_programs(::thptrace_bpf* s, const ProbeReport& modes, const char* only_family) {
   const auto in = [only_family](const char* family) { return !only_family || std::strcmp(only_family, family) == 0; };
-  const Build build = modes.bpf_atomics ? Build::atomics : Build::compat;
   for (const auto& [prog, family, mode, b] : program_table(s))
-    bpf_program__set_autoload(prog, in(family) && family_mode(modes, family) == mode && (b == Build::any || b == build));
+    bpf_program__set_autoload(prog, in(family) && family_mode(modes, family) == mode && built_for(b, modes));
+  // A kernel before 5.11 refuses to create a task storage map, which only the fentry programs use.
+  bpf_map__set_autocreate(s->maps.wp_starts, modes.cow_fault.mode == Mode::fentry && modes.task_storage);
   const bool cow = in("cow_fault") && modes.cow_fault.mode != Mode::unavailable;
   const bool alloc_btf = want_page_alloc(modes.cow_fault.mode, Mode::tp_btf, modes.fork.mode == Mode::tp_btf);
   bpf_program__set_autoload(s->progs.page_alloc_btf, cow && alloc_btf);
@@ -188,6 +220,18 @@ Tracer::Tracer(const ProbeReport& modes, const TracerOptions& options) : modes_(
       if (c.mode == Mode::unavailable || c.mode == Mode::info_polling) continue;
       const int ferr = load(family, sizes);
       if (ferr == 0) continue;
+      // Task storage exists (5.11) but tracing programs may not use it (before 5.13): the fentry
+      // programs' *_compat build keeps the start times in a hash map instead.
+      if (c.mode == Mode::fentry && std::strcmp(family, "cow_fault") == 0 && modes_.task_storage) {
+        modes_.task_storage = false;
+        if (load(family, sizes) == 0) {
+          c.why += fmt::format("; the task storage build was refused ({}): fault start times in a hash map",
+                               std::strerror(-ferr));
+          moved = true;
+          continue;
+        }
+        modes_.task_storage = true;
+      }
       const Mode next = next_mode(c.mode);
       log::warn("the kernel refuses the {} family's {} programs ({}); it takes {} (--verbose shows the verifier log)",
                 family, mode_name(c.mode), std::strerror(-ferr), mode_name(next));
