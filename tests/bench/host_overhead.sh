@@ -9,10 +9,15 @@
 # "traced" is a capture (`thptrace --pid`) of a redis-server this script starts on 127.0.0.1, in
 # thptrace's default attach modes and again with --force-fallback. Prints ns per operation, the
 # medians, and traced/untraced ratios of the medians (goal: ≤ 1.01).
-# With BASELINE_BIN (an older thptrace) a fourth arm is that binary in its default modes.
+# With BASELINE_BIN (an older thptrace) a fourth arm is that binary in its default modes. With
+# EMPTY_HOOKS (e.g. "tp_btf:page_fault_user tp_btf:page_fault_kernel") another arm attaches EMPTY
+# programs on those hooks (tests/bench/empty_progs), no capture: what being attached there costs at all.
+# Then, unless STATS=0, where the time goes: the COW work once more under a capture with
+# kernel.bpf_stats_enabled on (for that run only), and each of the capture's programs that ran, with
+# its runs and run_time_ns per run and per COW fault of the unrelated process.
 # Usage (root): tests/bench/host_overhead.sh [BUILD_DIR]    BUILD_DIR defaults to <repo>/build.
 # Tunables (environment): RUNS=5 ROUNDS=3 GETPPID_N=2000000 PIPE_N=50000 MIB=256 THPTRACE_BIN
-#   BASELINE_BIN.
+#   BASELINE_BIN EMPTY_HOOKS STATS=1.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,19 +31,27 @@ getppid_n=${GETPPID_N:-2000000}
 pipe_n=${PIPE_N:-50000}
 mib=${MIB:-256}
 baseline=${BASELINE_BIN:-}
+empty_hooks=${EMPTY_HOOKS:-}
+empty_bin=$build/tests/bench/empty_progs
+with_stats=${STATS:-1}
 
 die() { echo "$0: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "run as root (thptrace loads BPF programs)."
 [ -x "$thptrace" ] || die "no thptrace binary at $thptrace (build first, or set THPTRACE_BIN)."
 [ -z "$baseline" ] || [ -x "$baseline" ] || die "BASELINE_BIN=$baseline is not an executable."
 [ -x "$work_bin" ] || die "no workload at $work_bin (build the host_work target first)."
+[ -z "$empty_hooks" ] || [ -x "$empty_bin" ] || die "no empty_progs at $empty_bin (build the empty_progs target first)."
 command -v redis-server >/dev/null || die "redis-server is missing (scripts/install-deps.sh installs it)."
 
 . "$here/redis_lib.sh"
 work=$(mktemp -d /tmp/thptrace-host.XXXXXX)
 cap_pid=
+em_pid=
+stats_before=$(sysctl -n kernel.bpf_stats_enabled)
 cleanup() {
   if [ -n "$cap_pid" ]; then kill -INT "$cap_pid" 2>/dev/null || true; wait "$cap_pid" 2>/dev/null || true; fi
+  if [ -n "$em_pid" ]; then kill "$em_pid" 2>/dev/null || true; wait "$em_pid" 2>/dev/null || true; fi
+  sysctl -q -w kernel.bpf_stats_enabled="$stats_before" || true
   bench_stop_redis
   rm -rf "$work"
 }
@@ -88,8 +101,33 @@ measure() {  # measure CONDITION
   done
 }
 
+# The empty programs stay attached while their stdin (a FIFO we hold open) stays open.
+start_empty() {
+  rm -f "$work/em_in"
+  mkfifo "$work/em_in"
+  # shellcheck disable=SC2086
+  "$empty_bin" $empty_hooks <"$work/em_in" >"$work/em.out" 2>"$work/em.err" &
+  em_pid=$!
+  exec {em_in}>"$work/em_in"
+  local i
+  for i in $(seq 1 100); do
+    grep -q attached "$work/em.out" 2>/dev/null && return 0
+    kill -0 "$em_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  cat "$work/em.err" >&2
+  die "empty_progs did not attach"
+}
+
+stop_empty() {
+  exec {em_in}>&-
+  wait "$em_pid" || die "empty_progs failed (see $work/em.err)"
+  em_pid=
+}
+
 conditions=(untraced default fallback)
 [ -z "$baseline" ] || conditions+=(baseline)
+[ -z "$empty_hooks" ] || conditions+=(empty)
 arm() {  # arm CONDITION: the binary and flags of a traced arm
   case $1 in
     fallback) echo "$thptrace --force-fallback" ;;
@@ -98,18 +136,27 @@ arm() {  # arm CONDITION: the binary and flags of a traced arm
   esac
 }
 
-echo "host_overhead: $(nproc) CPUs, kernel $(uname -r), thptrace $thptrace, $runs runs, best of $rounds each"
+echo "host_overhead: $(nproc) CPUs, kernel $(uname -r), thptrace $thptrace, $runs runs, best of $rounds each, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$runs"); do
   # Rotate the order so that no condition always runs first (warm caches, frequency).
   for k in $(seq 0 $((${#conditions[@]} - 1))); do
     c=${conditions[$(((r + k) % ${#conditions[@]}))]}
-    # shellcheck disable=SC2046
-    [ "$c" = untraced ] || start_capture $(arm "$c")
+    case $c in
+      untraced) ;;
+      empty) start_empty ;;
+      # shellcheck disable=SC2046
+      *) start_capture $(arm "$c") ;;
+    esac
     measure "$c"
-    [ "$c" = untraced ] || stop_capture
+    case $c in
+      untraced) ;;
+      empty) stop_empty ;;
+      *) stop_capture ;;
+    esac
   done
   echo "  run $r done"
 done
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 python3 - "$runs" <<EOF
 import statistics, sys
@@ -118,7 +165,7 @@ $(for key in "${!samples[@]}"; do echo "samples['$key'] = [float(x) for x in '${
 works = ['getppid', 'pipe', 'touch', 'cow']
 unit = {'getppid': 'ns per call', 'pipe': 'ns per round trip', 'touch': 'ns per fault', 'cow': 'ns per fault'}
 print()
-arms = [c for c in ('default', 'fallback', 'baseline') if f'{c},getppid' in samples]
+arms = [c for c in ('default', 'fallback', 'baseline', 'empty') if f'{c},getppid' in samples]
 print("| work | untraced | " + " | ".join(f"{c} | ratio" for c in arms) + " |")
 print("|---|---|" + "---|---|" * len(arms))
 for w in works:
@@ -132,3 +179,56 @@ print()
 for k in sorted(samples):
     print(f"  {k}: " + " ".join(f"{x:.1f}" for x in samples[k]))
 EOF
+
+[ "$with_stats" = 1 ] || exit 0
+
+# ---- where the time goes: each program of a capture during the unrelated process's COW work ------
+
+# prog_stats PID: "id name run_cnt run_time_ns" of every BPF program PID holds (their ids from the
+# fdinfo of its program and link fds).
+prog_stats() {
+  local ids
+  ids=$(cat /proc/"$1"/fdinfo/* 2>/dev/null | sed -n 's/^prog_id:[[:space:]]*//p' | sort -un | tr '\n' ' ')
+  bpftool -j prog show | python3 -c '
+import json, sys
+ids = {int(i) for i in sys.argv[1].split()}
+for p in json.load(sys.stdin):
+    if p["id"] in ids:
+        print(p["id"], p.get("name", "?"), p.get("run_cnt", 0), p.get("run_time_ns", 0))' "$ids"
+}
+
+for c in default fallback; do
+  # shellcheck disable=SC2046
+  start_capture $(arm "$c")
+  sysctl -q -w kernel.bpf_stats_enabled=1
+  prog_stats "$cap_pid" >"$work/stats.before"
+  ns=$("$work_bin" cow "$mib" 1)
+  prog_stats "$cap_pid" >"$work/stats.after"
+  sysctl -q -w kernel.bpf_stats_enabled="$stats_before"
+  stop_capture
+  python3 - "$work/stats.before" "$work/stats.after" "$c" "$mib" "$ns" <<'PY'
+import sys
+def load(path):
+    out = {}
+    for line in open(path):
+        i, name, cnt, ns = line.split()
+        out[i] = (name, int(cnt), int(ns))
+    return out
+before, after, arm, mib, fault_ns = load(sys.argv[1]), load(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+faults = mib * 256
+print(f"\n{arm}: one COW run of the unrelated process ({faults} faults, {fault_ns:.0f} ns a fault with statistics on),"
+      " the capture's programs that ran meanwhile (runs are system-wide):")
+total = 0.0
+for i, (name, cnt, ns) in sorted(after.items(), key=lambda kv: -(kv[1][2] - before.get(kv[0], ("", 0, 0))[2])):
+    b = before.get(i, (name, 0, 0))
+    runs, t = cnt - b[1], ns - b[2]
+    if not runs:
+        continue
+    total += t
+    print(f"  {name:<18} runs {runs:>9}  {t / runs:7.1f} ns/run  {t / faults:7.1f} ns per COW fault")
+# The run also first-touches the memory (as many faults again, which leave the fault program after
+# its first compare): charged to the COW faults here, so this is an upper bound.
+print(f"  all programs: {total / faults:.1f} ns per COW fault = {100 * total / faults / fault_ns:.2f}% of a fault"
+      " (first touches included)")
+PY
+done
