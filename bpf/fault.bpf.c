@@ -319,13 +319,17 @@ int BPF_PROG(kfault_raw, unsigned long address, struct pt_regs *regs, unsigned l
 
 /* ---- huge page allocations (both modes): order-9 allocations by a watched process ---- */
 
+/* Runs on every page allocation of the machine while attached (a COW fault's copy, a first touch):
+ * the order is compared before the pid helper is called (a helper call is not moved past the
+ * compare by the compiler, which cannot know it has no side effect). */
 static __always_inline int on_page_alloc(unsigned int order)
 {
-	__u32 tgid = current_tgid();
 	struct thptrace_target *tgt;
+	__u32 tgid;
 
 	if (order != 9)
 		return 0;
+	tgid = current_tgid();
 	tgt = bpf_map_lookup_elem(&targets, &tgid);
 	if (!tgt)
 		return 0;
