@@ -189,10 +189,13 @@ t, pages, cost = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split()
 u = [int(x) for x in sys.argv[4].split()]
 tr = [int(x) for x in sys.argv[5].split()]
 med = statistics.median
-print(f"{t} {cost[0]} {med(tr) / med(u):.3f} {med(u) / 1e6:.1f} {med(tr) / 1e6:.1f} {cost[1]} {cost[2]} {cost[3]}")
+# The spread of each arm (fastest-slowest run) beside its median: on a VM whose memory the host
+# backs lazily, one run's faults can cost twice another's, and a ratio is read against that.
+spread = lambda xs: f"{min(xs) / 1e6:.0f}-{max(xs) / 1e6:.0f}"
+print(f"{t} {cost[0]} {med(tr) / med(u):.3f} {med(u) / 1e6:.1f} {med(tr) / 1e6:.1f} {cost[1]} {cost[2]} {cost[3]} {spread(u)} {spread(tr)}")
 PY
 )
-  echo "  threads=$t: $line" | awk '{printf "  threads=%s  ns/event %s  traced/untraced %s  (median ms %s vs %s)  counted %s  cow_fault=%s  [%s]\n", $2, $3, $4, $5, $6, $7, $8, $9}'
+  echo "  threads=$t: $line" | awk '{printf "  threads=%s  ns/event %s  traced/untraced %s  (untraced %s ms [%s], traced %s ms [%s])  counted %s  cow_fault=%s  [%s]\n", $2, $3, $4, $5, $10, $6, $11, $7, $8, $9}'
   summary+=("$line")
 done
 
@@ -203,6 +206,6 @@ rows = [r.split() for r in sys.argv[2:]]
 one = float(rows[0][1])
 print("summary (goal: ns/event at the most threads within 10% of one thread's; ratio <= 1.05 everywhere):")
 print(f"  {'threads':>7} {'ns/event':>9} {'vs 1 thread':>11} {'traced/untraced':>15} {'counted':>9}")
-for t, ns, ratio, mu, mt, counted, mode, parts in rows:
+for t, ns, ratio, mu, mt, counted, mode, parts, su, st in rows:
     print(f"  {t:>7} {float(ns):>9.1f} {float(ns) / one:>11.2f} {ratio:>15} {counted:>9}  (known answer {pages} + a few)")
 PY
