@@ -26,7 +26,7 @@ int run_capture(const CaptureOptions& o) {
     code = kExitRuntime;
   }
   if (!o.svg_path.empty()) {
-    const bool html = o.svg_path.ends_with(".html") || o.svg_path.ends_with(".htm");
+    const bool html = o.svg_path.ends_with(".html");
     if (std::string error;
         !report::write_file_atomically(o.svg_path, report::timeline_document(r, inputs, html), &error)) {
       log::warn("{}", error);

@@ -26,7 +26,7 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
       "discover", po::value<bool>()->default_value(false)->implicit_value(true), "also watch every local redis-server")(
       "poll-interval-ms", po::value<int>()->default_value(100),
       "Redis INFO poll interval while a fork is in progress, ms")(
-      "idle-poll-interval-ms", po::value<int>()->default_value(1000),
+      "idle-poll-interval-ms", po::value<int>()->default_value(2000),
       "Redis INFO poll interval while no fork is in progress, ms (a fork wakes the poller at once)")(
       "force-fallback", "use the fallback attach mode of every probe family")(
       "ringbuf-kb", po::value<size_t>()->default_value(256), "ring buffer size, KiB")(

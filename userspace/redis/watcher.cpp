@@ -253,7 +253,11 @@ void Watcher::run() {
     if (!poll_once(*client, extras)) {
       up_ = false;
       std::lock_guard lock(mu_);
-      note_failure(asked, "lost the connection to Redis at " + options_.address.str() + ": " + client->last_error());
+      // The transport's own sentences ("Redis at X did not reply in time") already name the server.
+      const std::string error = client->last_error(), where = options_.address.str();
+      note_failure(asked, error.find(where) != std::string::npos
+                              ? "lost the connection: " + error
+                              : "lost the connection to Redis at " + where + ": " + error);
       client.reset();
       continue;
     }
