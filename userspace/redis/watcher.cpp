@@ -255,9 +255,11 @@ void Watcher::run() {
       std::lock_guard lock(mu_);
       // The transport's own sentences ("Redis at X did not reply in time") already name the server.
       const std::string error = client->last_error(), where = options_.address.str();
-      note_failure(asked, error.find(where) != std::string::npos
-                              ? "lost the connection: " + error
-                              : "lost the connection to Redis at " + where + ": " + error);
+      std::string sentence = "lost the connection";
+      if (error.find(where) == std::string::npos) sentence += " to Redis at " + where;
+      sentence += ": ";
+      sentence += error;
+      note_failure(asked, sentence);
       client.reset();
       continue;
     }
