@@ -62,6 +62,27 @@ struct {
 	__uint(max_entries, 256 * 1024);
 } events SEC(".maps") __weak;
 
+/* Sampled copy-on-write faults (struct thptrace_copy_sample): a ring of their own, so that a burst
+ * of samples never crowds out the fork and exit records. Sized by userspace before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1024 * 1024);
+} samples SEC(".maps") __weak;
+
+/* The slow path's per-CPU tick and the samples dropped: no cache line shared between CPUs (a line
+ * owner's own per-CPU fault count is its tick). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct thptrace_sample_state);
+} sample_state SEC(".maps") __weak;
+
+/* 1 in sample_every copy-on-write faults of a watched process with a live fork child is sent with
+ * its user call stack; 0 = off, which the verifier then prunes from every program; else a power of
+ * two. Set by userspace before load. */
+const volatile __u32 sample_every __weak = 0;
+
 /* Ring-buffer records that did not fit, per CPU. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -271,6 +292,52 @@ static __always_inline void episode_add_pcpu(struct thptrace_episode *ep, __u32 
 		_Pragma("unroll") for (int i = 0; i < THPTRACE_LAT_SLOTS; i++) ep->fault_lat[i] +=
 		    mul * p->fault_lat[i];
 	}
+}
+
+/* Sends one sampled copy-on-write fault of a watched process: the faulting address and the user call
+ * stack. ctx is the program's context (bpf_get_stack needs it). The stack is walked by the kernel
+ * through frame pointers: a binary built without them gives its faulting function and little more. */
+static __always_inline void sample_send(void *ctx, __u32 tgid, __u64 address)
+{
+	struct thptrace_copy_sample *s = bpf_ringbuf_reserve(&samples, sizeof(*s), 0);
+	long n;
+
+	if (!s) {
+		__u32 zero = 0;
+		struct thptrace_sample_state *st = bpf_map_lookup_elem(&sample_state, &zero);
+
+		if (st)
+			st->dropped += 1;
+		return;
+	}
+	s->type = EV_COPY_SAMPLE;
+	s->tgid = tgid;
+	s->pid = current_tid();
+	s->ts_ns = bpf_ktime_get_ns();
+	s->address = address;
+	n = bpf_get_stack(ctx, s->stack, sizeof(s->stack), BPF_F_USER_STACK);
+	s->frames = n > 0 ? (__u32)(n / sizeof(__u64)) : 0;
+	bpf_ringbuf_submit(s, 0);
+}
+
+/* Whether the fault with this running count is one to sample: 1 in sample_every (a power of two,
+ * checked by userspace, so a mask and no division). */
+static __always_inline bool sample_due(__u64 count)
+{
+	return sample_every && !(count & (sample_every - 1));
+}
+
+/* The slow path's 1 in sample_every, counted on this CPU's tick. */
+static __always_inline void sample_copy(void *ctx, __u32 tgid, __u64 address)
+{
+	struct thptrace_sample_state *st;
+	__u32 zero = 0;
+
+	if (!sample_every)
+		return;
+	st = bpf_map_lookup_elem(&sample_state, &zero);
+	if (st && sample_due(++st->tick))
+		sample_send(ctx, tgid, address);
 }
 
 static __always_inline __u32 log2_slot(__u64 v)

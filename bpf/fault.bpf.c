@@ -31,13 +31,18 @@ static __always_inline void add_latency(__u64 *hist, __u64 *total, __u64 *count,
 }
 
 /* One write fault on a present page by `tgid`, counted in the hash maps (the slow path: fork
- * children, targets whose fast-path line another target owns). ns = handler time (0 when unknown). */
-static __always_inline void count_fault(__u32 tgid, __u64 ns, bool huge, bool split)
+ * children, targets whose fast-path line another target owns). ns = handler time (0 when unknown).
+ * ctx: the tracepoint program's context, for a sampled copy's stack; NULL (the fentry path, which
+ * does not sample yet) leaves the sampler out at compile time. */
+static __always_inline void count_fault(void *ctx, __u32 tgid, __u64 address, __u64 ns, bool huge,
+					bool split)
 {
 	struct thptrace_target *tgt = bpf_map_lookup_elem(&targets, &tgid);
 	struct thptrace_episode *child;
 
 	if (tgt) {
+		bool live = false;
+
 		if (!huge || !split)
 			__sync_fetch_and_add(&tgt->cow_faults, 1);
 		if (huge)
@@ -55,7 +60,10 @@ static __always_inline void count_fault(__u32 tgid, __u64 ns, bool huge, bool sp
 				__sync_fetch_and_add(&ep->thp_splits, 1);
 			if (ns)
 				add_latency(ep->fault_lat, &ep->fault_ns_total, &ep->fault_ns_count, ns);
+			live = true;
 		});
+		if (ctx && live && (!huge || !split))
+			sample_copy(ctx, tgid, address);
 		return;
 	}
 	/* A fork child of a watched process: its own faults (writes to pages it shares with the parent). */
@@ -112,7 +120,7 @@ static __always_inline void wp_count(__u32 tgid, struct thptrace_hot *h, bool ow
 	struct thptrace_pcpu *p;
 
 	if (!owner) {
-		count_fault(tgid, ns, huge, split);
+		count_fault(NULL, tgid, 0, ns, huge, split);
 		return;
 	}
 	p = pcpu_of(h);
@@ -260,7 +268,7 @@ int BPF_PROG(huge_wp_fexit_compat, struct vm_fault *vmf, long ret)
  * although the line is this CPU's: a tracepoint program can be preempted (it runs with migration,
  * not preemption, disabled on preemptible kernels), and another thread of the target on this CPU
  * could then add in between; a locked add on a line no other core holds costs a few cycles. */
-static __always_inline int on_user_fault(unsigned long error_code)
+static __always_inline int on_user_fault(void *ctx, unsigned long address, unsigned long error_code)
 {
 	struct thptrace_pcpu *p;
 	struct thptrace_hot *h;
@@ -274,47 +282,52 @@ static __always_inline int on_user_fault(unsigned long error_code)
 		return 0;
 	if (h->tgid != tgid) {
 		if (h->slow)
-			count_fault(tgid, 0, false, false);
+			count_fault(ctx, tgid, address, 0, false, false);
 		return 0;
 	}
 	p = pcpu_of(h);
-	if (p)
-		__sync_fetch_and_add(&p->cow_faults, 1);
+	if (!p)
+		return 0;
+	__sync_fetch_and_add(&p->cow_faults, 1);
+	/* The line this fault has read already says whether a child lives; this CPU's count of the
+	 * owner's faults, on a line only this CPU writes, is the sampler's tick. */
+	if (sample_due(p->cow_faults) && h->live)
+		sample_send(ctx, tgid, address);
 	return 0;
 }
 
 /* A kernel-mode fault counts when it hits a user address (the high half is the kernel's own: vmalloc,
  * the direct map) with the same error code. Kernel-mode faults are rare next to user ones, and a
  * fault that is not a write to a present user page leaves after two compares. */
-static __always_inline int on_kernel_fault(unsigned long address, unsigned long error_code)
+static __always_inline int on_kernel_fault(void *ctx, unsigned long address, unsigned long error_code)
 {
 	if ((long)address < 0)
 		return 0;
-	return on_user_fault(error_code);
+	return on_user_fault(ctx, address, error_code);
 }
 
 SEC("tp_btf/page_fault_user")
 int BPF_PROG(fault_btf, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
-	return on_user_fault(error_code);
+	return on_user_fault(ctx, address, error_code);
 }
 
 SEC("raw_tp/page_fault_user")
 int BPF_PROG(fault_raw, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
-	return on_user_fault(error_code);
+	return on_user_fault(ctx, address, error_code);
 }
 
 SEC("tp_btf/page_fault_kernel")
 int BPF_PROG(kfault_btf, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
-	return on_kernel_fault(address, error_code);
+	return on_kernel_fault(ctx, address, error_code);
 }
 
 SEC("raw_tp/page_fault_kernel")
 int BPF_PROG(kfault_raw, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
-	return on_kernel_fault(address, error_code);
+	return on_kernel_fault(ctx, address, error_code);
 }
 
 /* ---- huge page allocations (both modes): order-9 allocations by a watched process ---- */

@@ -103,6 +103,8 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 			if (h && h->tgid == ptgid) {
 				episode_add_pcpu(mine, h->pcpu_slot, (__u64)-1);
 				mine->based = 1;
+				/* Copies are sampled while it is non-zero (sample_copy). */
+				__sync_fetch_and_add(&h->live, 1);
 			}
 		}
 	}
@@ -167,6 +169,10 @@ static __always_inline void close_episode(__u32 pid)
 		h = hot_of(ptgid);
 		if (h && h->tgid == ptgid && bpf_map_lookup_elem(&targets, &ptgid)) {
 			episode_add_pcpu(ep, h->pcpu_slot, 1);
+			/* The owner is the one whose fork raised it: a line given up and claimed again
+			 * meanwhile starts at 0 (Tracer::watch), hence the check. */
+			if (h->live)
+				__sync_fetch_and_sub(&h->live, 1);
 		} else {
 			ep->cow_faults = 0;
 			ep->huge_cow_faults = 0;

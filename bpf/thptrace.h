@@ -21,6 +21,8 @@
 /* CPUs with their own fault counters (struct thptrace_pcpu); a CPU numbered above shares a region
  * (cpu % regions), which atomic adds keep exact, only no longer uncontended. */
 #define THPTRACE_MAX_CPUS 1024
+/* Frames of a sampled copy's user call stack (struct thptrace_copy_sample). */
+#define THPTRACE_STACK_DEPTH 32
 
 enum thptrace_reason {
 	REASON_UNKNOWN = 0,
@@ -63,6 +65,7 @@ enum thptrace_event_type {
 	EV_TARGET_EXIT = 4, /* a watched process exited */
 	EV_COLLAPSE = 5,    /* khugepaged collapsed (or failed to collapse) a range of a watched mm */
 	EV_STALL = 6,       /* a watched process stalled in direct compaction or direct reclaim */
+	EV_COPY_SAMPLE = 7, /* one sampled copy-on-write fault (struct thptrace_copy_sample, own ring) */
 };
 
 enum thptrace_stall_kind {
@@ -132,7 +135,8 @@ struct thptrace_hot {
 	__u32 slow;        /* other watched tgids with this index (fork children, collisions): when
 			    * non-zero, a fault by a tgid that does not own the line looks in the hash maps */
 	__u32 pcpu_slot;   /* the owner's counters: entry region * slots + pcpu_slot of the pcpu map */
-	__u32 pad;
+	__u32 live;        /* the owner's episodes counted by difference (based) whose child lives: the
+			    * fault programs sample copies while it is non-zero, without a hash lookup */
 	__u64 spare[6];
 };
 
@@ -164,6 +168,24 @@ struct thptrace_event {
 	__u64 value;       /* EV_STALL: kind; EV_COLLAPSE: status (1 = success); EV_FORK: reason */
 	__u64 value2;      /* EV_COLLAPSE: 1 for a khugepaged collapse, 0 for a scan */
 	struct thptrace_episode episode; /* EV_CHILD_EXIT: the final counters */
+};
+
+/* One sampled copy-on-write fault of a watched process while a fork child of it lives (1 in
+ * sample_every of them, counted per CPU), in the `samples` ring buffer. */
+struct thptrace_copy_sample {
+	__u32 type;        /* EV_COPY_SAMPLE */
+	__u32 tgid;
+	__u32 pid;         /* the thread that faulted */
+	__u32 frames;      /* entries of stack[] filled: stack[0] is the faulting instruction */
+	__u64 ts_ns;       /* CLOCK_MONOTONIC */
+	__u64 address;     /* the faulting user address */
+	__u64 stack[THPTRACE_STACK_DEPTH]; /* user return addresses (frame-pointer walk by the kernel) */
+};
+
+/* Per-CPU state of the copy sampler (sample_state map). */
+struct thptrace_sample_state {
+	__u64 tick;        /* slow-path faults of sampled processes on this CPU */
+	__u64 dropped;     /* samples that found the samples ring buffer full */
 };
 
 #endif /* THPTRACE_ABI_H */

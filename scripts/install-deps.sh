@@ -11,6 +11,7 @@ fi
 packages=(
   # build
   build-essential cmake pkg-config clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev
+  libdw-dev  # elfutils: symbolizing the call stacks of sampled copies (userspace/symbolize)
   # libraries
   libhiredis-dev libssl-dev prometheus-cpp-dev libboost-program-options-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev

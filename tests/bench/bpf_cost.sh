@@ -11,6 +11,9 @@
 #  3. Events lost (dropped_events in the capture's JSON) at that burst, and at the fastest burst this
 #     machine makes: write faults that reuse their page, from BURST_THREADS threads (fault_burst),
 #     traced vs untraced, with the count the capture reports against the known answer.
+#  Part 2 has a fourth arm: thptrace with copy sampling off (--sample-copies 0), so the cost of the
+#  default 1-in-64 sampling (docs/attribution.md) is the ratio of the two traced arms of one run.
+#  PARTS="2" runs part 2 alone (default "1 2 3").
 # Usage (root): tests/bench/bpf_cost.sh [BUILD_DIR]     BUILD_DIR defaults to <repo>/build.
 # Tunables (environment): PAGES=262144 (1 GiB) CHILD_MS=5000 RUNS=5 THPTRACE_BIN WORKLOAD_BIN
 #   (default BUILD_DIR/userspace/cli/thptrace and BUILD_DIR/tests/runtime/dirty_after_fork).
@@ -28,6 +31,9 @@ burst_threads=${BURST_THREADS:-$(nproc)}
 pages=${PAGES:-262144}
 child_ms=${CHILD_MS:-5000}
 runs=${RUNS:-5}
+parts=${PARTS:-1 2 3}
+has_part() { [[ " $parts " == *" $1 "* ]]; }
+have_bt=0
 
 die() { echo "$0: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "run as root (it loads BPF programs and sets kernel.bpf_stats_enabled)."
@@ -102,9 +108,9 @@ finish_workload() {
   forget "$wl_bg"
 }
 
-# start_capture JSON: thptrace on wl_pid; returns once its probes are attached ("tracing pid").
+# start_capture JSON [FLAG...]: thptrace on wl_pid; returns once its probes are attached ("tracing pid").
 start_capture() {
-  "$thptrace" --pid "$wl_pid" --duration 300 --json "$1" >"$work/capture.out" 2>"$work/capture.err" &
+  "$thptrace" --pid "$wl_pid" --duration 300 --json "$@" >"$work/capture.out" 2>"$work/capture.err" &
   cap_pid=$!
   pids+=("$cap_pid")
   local i
@@ -288,8 +294,10 @@ PY
   rm -f "$work"/thp.* "$work"/bt.*
 }
 
-measure_storm 4k
-measure_storm thp
+if has_part 1; then
+  measure_storm 4k
+  measure_storm thp
+fi
 
 # ---- 2 and 3. dirty time untraced vs traced, interleaved; drops at the burst --------------------
 # bpf_stats are off here, as in production. When bpftrace attached above, a third arm runs the
@@ -298,6 +306,7 @@ measure_storm thp
 
 untraced=()
 traced=()
+unsampled=()
 bpftraced=()
 drops=()
 run_untraced() {
@@ -317,6 +326,15 @@ run_traced() {
   drops+=("$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["totals"]; print(t["dropped_events"], t["cow_faults"])' "$work/run$1.json")")
 }
 
+run_unsampled() {
+  start_workload
+  start_capture "$work/unsampled$1.json" --sample-copies 0
+  go_and_time
+  finish_workload
+  wait_capture
+  unsampled+=("$dirty_ns")
+}
+
 run_bpftraced() {
   [ "$have_bt" -eq 1 ] || return 0
   start_workload
@@ -331,29 +349,34 @@ run_bpftraced() {
 # The arms take turns going first, so that whatever a run leaves behind (memory state, a detaching
 # tracer) does not always fall on the same arm.
 for i in $(seq 1 "$runs"); do
+  has_part 2 || break
   case $((i % 3)) in
-    1) run_untraced; run_traced "$i"; run_bpftraced ;;
-    2) run_traced "$i"; run_bpftraced; run_untraced ;;
-    0) run_bpftraced; run_untraced; run_traced "$i" ;;
+    1) run_untraced; run_traced "$i"; run_unsampled "$i"; run_bpftraced ;;
+    2) run_traced "$i"; run_unsampled "$i"; run_bpftraced; run_untraced ;;
+    0) run_bpftraced; run_unsampled "$i"; run_untraced; run_traced "$i" ;;
   esac
 done
 
-python3 - "$pages" "${untraced[*]}" "${traced[*]}" "${bpftraced[*]}" "${drops[@]}" <<'PY'
+has_part 2 && python3 - "$pages" "${untraced[*]}" "${traced[*]}" "${bpftraced[*]}" "${unsampled[*]}" "${drops[@]}" <<'PY'
 import statistics, sys
 pages = int(sys.argv[1])
 u = [int(x) for x in sys.argv[2].split()]
 t = [int(x) for x in sys.argv[3].split()]
 b = [int(x) for x in sys.argv[4].split()]
-drops = [tuple(int(v) for v in d.split()) for d in sys.argv[5:]]
+s = [int(x) for x in sys.argv[5].split()]
+drops = [tuple(int(v) for v in d.split()) for d in sys.argv[6:]]
 ms = lambda v: " ".join(f"{x / 1e6:.0f}" for x in v)
 med = statistics.median
 print(f"dirty {pages} pages after fork, {len(u)} interleaved runs of each (ms; bpf_stats off):")
 print(f"  untraced:          {ms(u)}   median {med(u) / 1e6:.1f}")
-print(f"  thptrace:          {ms(t)}   median {med(t) / 1e6:.1f}")
+print(f"  thptrace:          {ms(t)}   median {med(t) / 1e6:.1f}   (copies sampled 1 in 64, the default)")
+print(f"  thptrace unsampled: {ms(s)}   median {med(s) / 1e6:.1f}   (--sample-copies 0)")
 if b:
     print(f"  bpftrace one-liner: {ms(b)}   median {med(b) / 1e6:.1f}")
 print(f"  thptrace/untraced: {med(t) / med(u):.3f} (ratio of medians; goal <= 1.05), "
       f"{statistics.mean(t) / statistics.mean(u):.3f} (ratio of means), {min(t) / min(u):.3f} (ratio of fastest runs)")
+print(f"  thptrace unsampled/untraced: {med(s) / med(u):.3f}; sampled/unsampled: {med(t) / med(s):.3f} "
+      f"(+{(med(t) - med(s)) / pages:.0f} ns per fault for the sampling)")
 if b:
     print(f"  bpftrace/untraced: {med(b) / med(u):.3f} (ratio of medians)")
 us_per_fault = lambda v: med(v) / pages / 1e3
@@ -396,6 +419,7 @@ burst_run() {
   fi
 }
 
+has_part 3 || exit 0
 burst_plain=()
 burst_traced=()
 for i in $(seq 1 "$runs"); do

@@ -1,12 +1,16 @@
 #pragma once
 // `thptrace --pid PID`: one capture, one report.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
 #include "redis/credentials.h"
 
 namespace thptrace::cli {
+
+// 1 in 64 copy-on-write faults sampled while a child lives: docs/attribution.md has its cost.
+inline constexpr uint32_t kDefaultSampleCopies = 64;
 
 struct CaptureOptions {
   int pid = 0;
@@ -18,6 +22,7 @@ struct CaptureOptions {
   bool force_fallback = false;
   int interval_ms = 100;
   size_t ringbuf_kb = 256;
+  uint32_t sample_copies = kDefaultSampleCopies;  // 1 in N copies sampled with their stacks; 0 = off
 };
 
 // Validates the options, runs a CaptureSession, prints the report computed from its inputs

@@ -25,7 +25,7 @@ namespace {
 
 const char* kUsage =
     "usage: thptrace [--pid PID] [--redis HOST:PORT|unix:/PATH [--redis-tls ...]] [--duration SECONDS] [--json PATH]\n"
-    "                [--force-fallback]\n"
+    "                [--force-fallback] [--sample-copies N]\n"
     "         (--pid, --redis or both: the process serving a TCP --redis is found from the kernel's socket tables)\n"
     "       thptrace probe [--json]\n"
     "       thptrace daemon [--config PATH] [--listen ADDR:PORT] [--redis HOST:PORT|unix:/PATH ...] [--pid PID ...]\n"
@@ -47,6 +47,9 @@ int capture_main(int argc, char** argv) {
       "force-fallback", "use the fallback attach mode of every probe family")(
       "interval-ms", po::value<int>()->default_value(100), "sampling interval of /proc and Redis, ms")(
       "ringbuf-kb", po::value<size_t>()->default_value(256), "ring buffer size, KiB")(
+      "sample-copies", po::value<long long>()->default_value(cli::kDefaultSampleCopies),
+      "sample 1 in N copy-on-write faults while a fork child lives, with the call stack, to say which code "
+      "paths and mappings the copies come from (a power of two; 0 = off)")(
       "verbose,v", "print libbpf's messages and debug lines");
   add_redis_connection_options(desc);
   po::variables_map vm;
@@ -86,6 +89,12 @@ int capture_main(int argc, char** argv) {
     throw FatalError(kExitUsage, "--interval-ms: expected 10 to 60000.");
   o.ringbuf_kb = vm["ringbuf-kb"].as<size_t>();
   if (o.ringbuf_kb < 4 || o.ringbuf_kb > 1024 * 1024) throw FatalError(kExitUsage, "--ringbuf-kb: expected 4 to 1048576.");
+  o.sample_copies = static_cast<uint32_t>(integer_in<UsageError>(vm, "sample-copies", 0, 1 << 20));
+  // A power of two: the fault programs pick 1 in N with a mask, not a division.
+  if (o.sample_copies & (o.sample_copies - 1))
+    throw FatalError(kExitUsage, fmt::format("--sample-copies {}: expected 0 (off) or a power of two (1, 2, 4, ... "
+                                             "1048576).",
+                                             o.sample_copies));
   install_stop_handlers();
   return cli::run_capture(o);
 }

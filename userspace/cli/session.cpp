@@ -96,7 +96,10 @@ void CaptureSession::attach(const CaptureOptions& o, const CaptureTarget& target
   const bool is_redis = target.status.name.rfind("redis-server", 0) == 0 || target.redis.has_value();
   const std::string exe = "/proc/" + std::to_string(target.pid) + "/exe";
   const auto modes = tracer::choose_modes(o.force_fallback, is_redis ? exe : std::string());
-  tracer_ = std::make_unique<tracer::Tracer>(modes, tracer::TracerOptions{.ringbuf_bytes = o.ringbuf_kb * 1024});
+  tracer_ = std::make_unique<tracer::Tracer>(
+      modes, tracer::TracerOptions{.ringbuf_bytes = o.ringbuf_kb * 1024, .sample_every = o.sample_copies});
+  inputs_.sample_every = o.sample_copies;
+  if (o.sample_copies) resolver_ = std::make_unique<symbolize::Resolver>(target.pid);
   if (std::string why; !tracer_->watch(target.pid, &why))
     throw FatalError(kExitRuntime, fmt::format("cannot watch pid {}: {}.", target.pid, why));
   tracer_->attach();
@@ -156,6 +159,14 @@ report::CaptureInputs CaptureSession::run() {
   const auto on_event = [&](const thptrace_event& e) {
     inputs_.events.push_back(e);
     target_exited = target_exited || (e.type == EV_TARGET_EXIT && e.tgid == pid);
+    // The mappings the fork's copies will fall in.
+    if (e.type == EV_FORK && e.tgid == pid && resolver_) resolver_->refresh();
+  };
+  // Resolved while the process lives: its maps and its files are gone once it exits.
+  const auto resolve_samples = [&] {
+    for (const auto& s : tracer_->take_copy_samples())
+      if (s.tgid == pid && resolver_)
+        inputs_.copy_samples.push_back(resolver_->resolve(s.ts_ns, s.address, s.stack, s.frames));
   };
   inputs_.start_ns = proc::monotonic_ns();
   const uint64_t deadline = duration_s_ ? inputs_.start_ns + static_cast<uint64_t>(*duration_s_ * 1e9) : UINT64_MAX;
@@ -172,12 +183,15 @@ report::CaptureInputs CaptureSession::run() {
   while (!stop_requested() && proc::monotonic_ns() < deadline && !target_exited) {
     read_counters();
     const int n = tracer_->poll(poll_ms, on_event);
+    resolve_samples();
     if (n < 0 && n != -EINTR) {
       log::warn("ring buffer poll failed: {}", std::strerror(-n));
       break;
     }
   }
   tracer_->poll(0, on_event);  // drain what arrived before we stopped
+  resolve_samples();
+  inputs_.copy_samples_dropped = tracer_->copy_samples_dropped();
   next_read = 0;
   read_counters();
   inputs_.end_ns = proc::monotonic_ns();

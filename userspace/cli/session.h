@@ -13,6 +13,7 @@
 #include "proc/sampler.h"
 #include "redis/client.h"
 #include "redis/watcher.h"
+#include "symbolize/resolver.h"
 #include "report/inputs.h"
 #include "tracer/tracer.h"
 
@@ -52,6 +53,7 @@ class CaptureSession {
   std::unique_ptr<tracer::Tracer> tracer_;
   std::unique_ptr<proc::Sampler> sampler_;
   std::unique_ptr<redis::Watcher> watcher_;
+  std::unique_ptr<symbolize::Resolver> resolver_;  // while copies are sampled
 };
 
 }  // namespace thptrace::cli

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "correlate/copies.h"
 #include "correlate/replicas.h"
 
 namespace thptrace::correlate {
@@ -49,6 +50,8 @@ struct ForkEpisode {
   std::optional<LatencyWindow> latency_during, latency_before;
   // The replicas' full syncs this fork served (INFO replication), in the order they appeared.
   std::vector<ReplicaSync> replicas;
+  // Where the parent's copies came from (sampled, --sample-copies); nullopt when sampling was off.
+  std::optional<CopyAttribution> copies;
   bool complete() const { return exit_ts_ns != 0; }
 };
 

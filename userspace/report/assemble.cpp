@@ -6,6 +6,24 @@
 
 namespace thptrace::report {
 
+namespace {
+
+// Each fork's sampled copies: those taken while its child lived (to the capture's end for a child
+// that outlived it), against its RSS at fork.
+void attribute_forks(const CaptureInputs& in, std::vector<correlate::ForkEpisode>& forks) {
+  for (auto& f : forks) {
+    const uint64_t until = f.exit_ts_ns ? f.exit_ts_ns : in.end_ns;
+    std::vector<const correlate::CopySample*> mine;
+    for (const auto& s : in.copy_samples)
+      if (s.ts_ns >= f.fork_ts_ns && s.ts_ns <= until) mine.push_back(&s);
+    const proc::Sample* at_fork = in.samples.at_or_before(f.fork_ts_ns);
+    const uint64_t rss_kb = at_fork && at_fork->target_alive ? at_fork->rss_kb : 0;
+    f.copies = correlate::attribute_copies(mine, in.sample_every, f.cow_faults + f.child_cow_faults, rss_kb);
+  }
+}
+
+}  // namespace
+
 Report assemble(const CaptureInputs& in) {
   const bool kernel_splits = in.probes.cow_fault.mode == tracer::Mode::fentry;
   correlate::CorrelatorOptions options;
@@ -47,6 +65,9 @@ Report assemble(const CaptureInputs& in) {
     r.totals.thp_splits = 0;
     for (const auto& f : r.forks) r.totals.thp_splits += f.thp_splits;
   }
+  if (in.sample_every) attribute_forks(in, r.forks);
+  r.sample_every = in.sample_every;
+  r.copy_samples_dropped = in.copy_samples_dropped;
   for (const auto& f : r.forks) {
     r.memory.copied_bytes += (f.cow_faults + f.child_cow_faults) * 4096;
     if (f.child_lifetime_ms) r.memory.fork_window_s += *f.child_lifetime_ms / 1e3;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "report/copies.h"
 #include "report/report.h"
 
 namespace thptrace::report {
@@ -18,6 +19,8 @@ std::string mib(double kb) { return fmt::format("{:.1f} MiB", kb / 1024.0); }
 
 // Past this many fork windows with latency figures, they fold into one finding.
 constexpr size_t kLatencySentences = 3;
+// Forks whose dominant copy path gets a sentence.
+constexpr size_t kCopySentences = 3;
 
 std::string bytes_config(uint64_t b) {
   if (b % (1 << 20) == 0) return fmt::format("{}mb", b >> 20);
@@ -66,6 +69,38 @@ std::string loop_finding(const ReplicationSection& x) {
                         "in force", buffers);
   }
   return fmt::format("Full-sync loop: {}{}.", who, cause);
+}
+
+// Where the copies came from (--sample-copies): the dominant code path of the forks that copied the
+// most, stacks that stop short, samples the kernel dropped.
+void copy_findings(const Report& r, std::vector<Finding>& f) {
+  std::vector<const correlate::ForkEpisode*> sampled;
+  for (const auto& e : r.forks)
+    if (e.copies && e.copies->samples > 0) sampled.push_back(&e);
+  std::stable_sort(sampled.begin(), sampled.end(),
+                   [](const auto* a, const auto* b) { return a->cow_faults > b->cow_faults; });
+  for (size_t i = 0; i < sampled.size() && i < kCopySentences; ++i) {
+    const auto& e = *sampled[i];
+    const auto* top = e.copies->dominant_path();
+    if (!top) continue;
+    const auto& m = e.copies->mappings.front();
+    f.push_back({3, fmt::format("In the {} fork window (child {}), {:.0f}% of the sampled copies came from {} "
+                                "({} pages); {:.0f}% were in {} memory.",
+                                correlate::reason_name(e.reason), e.child_pid, top->share * 100, top->name,
+                                estimate_text(top->estimated, top->estimated_error), m.share * 100, m.name)});
+  }
+  for (const auto* e : sampled)
+    if (!e->copies->stacks_partial.empty()) {
+      f.push_back({4, fmt::format("Call stacks of the sampled copies are partial: {} (build it with "
+                                  "-fno-omit-frame-pointer for whole code paths); each copy is attributed to the "
+                                  "function that wrote.",
+                                  e->copies->stacks_partial)});
+      break;
+    }
+  if (r.copy_samples_dropped > 0)
+    f.push_back({2, fmt::format("{} sampled copies were dropped (the samples ring buffer was full): the shares "
+                                "stand, the estimated totals are low.",
+                                r.copy_samples_dropped)});
 }
 
 }  // namespace
@@ -145,6 +180,8 @@ std::vector<std::string> findings(const Report& r) {
     f.push_back({3, fmt::format("While fork children lived, the parent took {} copy-on-write faults (about {} of "
                                 "memory copied in 4 KiB pages), each one a stall on the thread that wrote.",
                                 cow, mib(static_cast<double>(cow) * 4.0))});
+
+  copy_findings(r, f);
 
   for (const auto& e : r.forks) {
     if (!e.fork_duration_us || r.rss_kb_max == 0) continue;

@@ -308,6 +308,18 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
     for (const auto& x : in.counters)
       c.push_back({x.ts_ns, x.cow_faults, x.child_cow_faults, x.thp_splits});  // 4 numbers a row: a long series
   }
+  if (in.sample_every) {
+    j["sample_every"] = in.sample_every;
+    j["copy_samples_dropped"] = in.copy_samples_dropped;
+    auto& c = j["copy_samples"] = ordered_json::array();
+    for (const auto& x : in.copy_samples)
+      c.push_back({{"ts_ns", x.ts_ns},
+                   {"address", x.address},
+                   {"mapping", x.mapping},
+                   {"frames", x.frames},
+                   {"leaf_module", x.leaf_module},
+                   {"whole", x.whole}});
+  }
   return j;
 }
 
@@ -379,6 +391,13 @@ CaptureInputs inputs_from_json(const json& j) {
       const auto row = x.get<std::array<uint64_t, 4>>();
       in.counters.push_back({row[0], row[1], row[2], row[3]});
     }
+  in.sample_every = j.value("sample_every", 0U);
+  in.copy_samples_dropped = j.value("copy_samples_dropped", uint64_t{0});
+  if (j.contains("copy_samples"))
+    for (const auto& x : j.at("copy_samples"))
+      in.copy_samples.push_back({x.at("ts_ns").get<uint64_t>(), x.at("address").get<uint64_t>(),
+                                 x.at("mapping").get<std::string>(), x.at("frames").get<std::vector<std::string>>(),
+                                 x.at("leaf_module").get<std::string>(), x.at("whole").get<bool>()});
   return in;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "correlate/copies.h"
 #include "proc/cgroup.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
@@ -56,6 +57,11 @@ struct CaptureInputs {
   // The target's memory cgroup at the start and at the end (limit, the kernel's peak, OOM kills).
   std::optional<proc::CgroupMemory> cgroup_start, cgroup_end;
   std::vector<CounterSample> counters;  // only with --svg; written only when there are some
+  // Sampled copies (--sample-copies N): 1 in sample_every copy-on-write faults of the target while a
+  // child of it lived, resolved during the capture. Written only when sampling was on.
+  uint32_t sample_every = 0;
+  uint64_t copy_samples_dropped = 0;
+  std::vector<correlate::CopySample> copy_samples;
 };
 
 // One record of each kind, as inputs_to_json writes it (the daemon's recordings use them too).

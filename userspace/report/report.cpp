@@ -9,6 +9,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "report/copies.h"
+
 namespace thptrace::report {
 namespace {
 
@@ -104,6 +106,10 @@ ordered_json to_json(const Report& r) {
                  {"huge_alloc", r.huge_alloc.mode == tracer::Mode::unavailable ? "off" : tracer::mode_name(r.huge_alloc.mode)},
                  {"forced_fallback", r.probes.forced_fallback}};
   j["capture"] = {{"duration_s", r.duration_s}, {"start_monotonic_ns", r.start_monotonic_ns}};
+  if (r.sample_every) {
+    j["capture"]["sample_copies"] = r.sample_every;
+    j["capture"]["copy_samples_dropped"] = r.copy_samples_dropped;
+  }
   ordered_json forks = ordered_json::array();
   for (const auto& e : r.forks) {
     ordered_json f = {{"child_pid", e.child_pid},
@@ -129,6 +135,7 @@ ordered_json to_json(const Report& r) {
                       {"latency_during", latency_json(e.latency_during)},
                       {"latency_before", latency_json(e.latency_before)},
                       {"replicas", replicas_json(e.replicas, r.start_monotonic_ns)}};
+    if (e.copies) f["copies"] = copies_json(*e.copies);
     forks.push_back(std::move(f));
   }
   j["forks"] = std::move(forks);
@@ -293,6 +300,8 @@ std::string to_text(const Report& r) {
       if (e.replicas.size() > kReplicasShown)
         line(fmt::format("           ... {} more replicas (the JSON report has them all)",
                          e.replicas.size() - kReplicasShown));
+      if (e.copies)
+        for (const auto& l : copies_lines(*e.copies)) line(l);
     }
     const auto hidden = static_cast<size_t>(std::count(shown.begin(), shown.end(), false));
     if (hidden > 0)
@@ -432,6 +441,8 @@ Report from_json(const nlohmann::json& j) {
   r.probes.forced_fallback = probes.at("forced_fallback").get<bool>();
   r.duration_s = j.at("capture").at("duration_s").get<double>();
   r.start_monotonic_ns = j.at("capture").at("start_monotonic_ns").get<uint64_t>();
+  r.sample_every = j.at("capture").value("sample_copies", 0U);
+  r.copy_samples_dropped = j.at("capture").value("copy_samples_dropped", uint64_t{0});
   for (const auto& f : j.at("forks")) {
     correlate::ForkEpisode e;
     e.parent_tgid = static_cast<uint32_t>(r.pid);
@@ -459,6 +470,7 @@ Report from_json(const nlohmann::json& j) {
     e.latency_before = latency_from(f.at("latency_before"));
     if (f.contains("replicas"))  // optional in the schema: reports from before the replicas
       for (const auto& x : f.at("replicas")) e.replicas.push_back(replica_from(x, r.start_monotonic_ns));
+    if (f.contains("copies")) e.copies = copies_from(f.at("copies"));
     r.forks.push_back(std::move(e));
   }
   const auto& t = j.at("totals");

@@ -107,6 +107,9 @@ struct Report {
   std::optional<RedisSection> redis;  // set when --redis was given
   MemorySection memory;
   std::optional<ReplicationSection> replication;  // set when a replica synced or sync_full grew
+  // Copy sampling (--sample-copies): 1 in sample_every, 0 when off; samples the kernel dropped.
+  uint32_t sample_every = 0;
+  uint64_t copy_samples_dropped = 0;
 };
 
 // The text report lists every fork while there are at most kForkTableRows; past that it keeps the

@@ -17,3 +17,6 @@ static_assert(sizeof(thptrace_hot) == 64, "hot line layout: one cache line");
 static_assert(sizeof(thptrace_pcpu) == 64 + 8 * THPTRACE_LAT_SLOTS, "per-CPU counters: whole cache lines");
 static_assert(offsetof(thptrace_pcpu, fault_lat) == 64, "per-CPU counters layout");
 static_assert((THPTRACE_HOT_LINES & (THPTRACE_HOT_LINES - 1)) == 0, "hot lines: a power of two");
+static_assert(sizeof(thptrace_copy_sample) == 32 + 8 * THPTRACE_STACK_DEPTH, "copy sample layout");
+static_assert(offsetof(thptrace_hot, live) == 12, "hot line layout");
+static_assert(sizeof(thptrace_sample_state) == 16, "sampler state layout");

@@ -179,6 +179,10 @@ int Tracer::load(const char* only_family, const TracerOptions& sizes) {
   skel->rodata->pcpu_regions = pcpu_regions_;
   skel->rodata->pcpu_slots = pcpu_slots_;
   bpf_map__set_max_entries(skel->maps.pcpu, pcpu_regions_ * pcpu_slots_);
+  // Off, the samples ring is never written: its smallest size.
+  skel->rodata->sample_every = sizes.sample_every;
+  bpf_map__set_max_entries(skel->maps.samples,
+                           static_cast<__u32>(sizes.sample_every ? sizes.sample_ringbuf_bytes : 4096));
   if (const int err = thptrace_bpf__load(skel.get()); err) return err < 0 ? err : -err;
   if (!only_family) {
     skel_ = std::move(skel);
@@ -195,6 +199,10 @@ Tracer::Tracer(const ProbeReport& modes, const TracerOptions& options) : modes_(
   while (rb < options.ringbuf_bytes) rb <<= 1;
   TracerOptions sizes = options;
   sizes.ringbuf_bytes = rb;
+  size_t srb = 4096;
+  while (srb < options.sample_ringbuf_bytes) srb <<= 1;
+  sizes.sample_ringbuf_bytes = srb;
+  sample_every_ = options.sample_every;
   const int ncpu = libbpf_num_possible_cpus();
   pcpu_regions_ = static_cast<uint32_t>(std::clamp(ncpu, 1, THPTRACE_MAX_CPUS));
   pcpu_slots_ = std::max<uint32_t>(options.max_targets, 1);
@@ -254,6 +262,9 @@ Tracer::Tracer(const ProbeReport& modes, const TracerOptions& options) : modes_(
   }
   ring_.reset(ring_buffer__new(bpf_map__fd(skel_->maps.events), &Tracer::on_ring_record, this, nullptr));
   if (!ring_) throw FatalError(kExitRuntime, std::string("cannot set up the ring buffer: ") + std::strerror(errno));
+  if (sample_every_ &&
+      ring_buffer__add(ring_.get(), bpf_map__fd(skel_->maps.samples), &Tracer::on_sample_record, this) != 0)
+    throw FatalError(kExitRuntime, std::string("cannot set up the samples ring buffer: ") + std::strerror(errno));
   void* hot = mmap(nullptr, sizeof(thptrace_hot) * THPTRACE_HOT_LINES, PROT_READ | PROT_WRITE, MAP_SHARED,
                    bpf_map__fd(skel_->maps.hot), 0);
   if (hot == MAP_FAILED) throw FatalError(kExitRuntime, std::string("cannot map the hot map: ") + std::strerror(errno));
@@ -363,6 +374,8 @@ bool Tracer::watch(pid_t tgid, std::string* why) {
       for (size_t i = 0; i < sizeof(thptrace_pcpu) / sizeof(uint64_t); i++) std::atomic_ref(words[i]).store(0);
     }
     std::atomic_ref(h->pcpu_slot).store(static_cast<__u32>(slot));
+    // Live episodes of an earlier owner of the line are not ours (fork.bpf.c's close checks it).
+    std::atomic_ref(h->live).store(0);
     std::atomic_ref(h->tgid).store(static_cast<__u32>(tgid));
   } else {
     std::atomic_ref(h->slow).fetch_add(1);
@@ -504,6 +517,34 @@ int Tracer::on_ring_record(void* ctx, void* data, size_t size) {
     log::warn("dropping an event: {}", ex.what());
   }
   return 0;
+}
+
+int Tracer::on_sample_record(void* ctx, void* data, size_t size) {
+  auto* self = static_cast<Tracer*>(ctx);
+  if (size < sizeof(thptrace_copy_sample)) return 0;
+  thptrace_copy_sample s;
+  std::memcpy(&s, data, sizeof s);
+  if (s.type != EV_COPY_SAMPLE) return 0;
+  s.frames = std::min<__u32>(s.frames, THPTRACE_STACK_DEPTH);
+  try {
+    self->copy_samples_.push_back(s);
+  } catch (const std::exception& ex) {  // no exception may cross libbpf's C frames
+    log::warn("dropping a copy sample: {}", ex.what());
+  }
+  return 0;
+}
+
+uint64_t Tracer::copy_samples_dropped() const {
+  const int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0) return 0;
+  std::vector<thptrace_sample_state> per_cpu(static_cast<size_t>(ncpu));
+  const __u32 key = 0;
+  if (bpf_map__lookup_elem(skel_->maps.sample_state, &key, sizeof key, per_cpu.data(),
+                           per_cpu.size() * sizeof(thptrace_sample_state), 0))
+    return 0;
+  uint64_t n = 0;
+  for (const auto& s : per_cpu) n += s.dropped;
+  return n;
 }
 
 int Tracer::poll(int timeout_ms, const std::function<void(const thptrace_event&)>& on_event) {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tracer/abi.h"
@@ -28,6 +29,10 @@ struct TracerOptions {
   size_t ringbuf_bytes = 256 * 1024;  // a power of two, ≥ one page
   uint32_t max_targets = 64;          // entries of the targets map: processes watched at once
   uint32_t max_episodes = 256;        // entries of the episodes map: fork children tracked at once
+  // 1 in sample_every copy-on-write faults of a watched process with a live fork child is sent with
+  // its user call stack (take_copy_samples); 0 = off, and the fault programs then carry no sampler.
+  uint32_t sample_every = 0;
+  size_t sample_ringbuf_bytes = 1 << 20;  // a power of two, ≥ one page
 };
 
 // One BPF program's own cost, from bpf_prog_get_info_by_fd. run_cnt and run_time_ns only move while
@@ -89,6 +94,12 @@ class Tracer {
   bool time_clone_syscalls(pid_t pid, std::string* why = nullptr);
   bool clone_syscalls_attached() const { return !clone_links_.empty(); }
 
+  // The copies sampled since the last call, in arrival order (filled by poll).
+  std::vector<thptrace_copy_sample> take_copy_samples() { return std::exchange(copy_samples_, {}); }
+  // Samples the kernel could not deliver (the samples ring buffer full) since load.
+  uint64_t copy_samples_dropped() const;
+  uint32_t sample_every() const { return sample_every_; }
+
   // Waits up to timeout_ms for events and passes each to on_event. Returns the number handled, or a
   // negative errno (EINTR when a signal arrived).
   int poll(int timeout_ms, const std::function<void(const thptrace_event&)>& on_event);
@@ -132,6 +143,7 @@ class Tracer {
   using LinkPtr = std::unique_ptr<bpf_link, LinkDeleter>;
 
   static int on_ring_record(void* ctx, void* data, size_t size);
+  static int on_sample_record(void* ctx, void* data, size_t size);
 
   thptrace_hot* hot_line(pid_t tgid) const;
   // The sum over every CPU of a line owner's fault counters.
@@ -158,6 +170,8 @@ class Tracer {
   std::map<pid_t, std::vector<LinkPtr>> uprobe_links_;  // Redis and libc uprobes, by process
   std::unique_ptr<ring_buffer, RingDeleter> ring_;
   const std::function<void(const thptrace_event&)>* on_event_ = nullptr;
+  uint32_t sample_every_ = 0;
+  std::vector<thptrace_copy_sample> copy_samples_;
 };
 
 }  // namespace thptrace::tracer

@@ -1,0 +1,159 @@
+// Attribution of copies (--sample-copies): a workload with two known writers after fork, one writing
+// 3/4 of the dirtied pages and the other 1/4, must have its sampled copies attributed 75% / 25%
+// (± 5 points) to the right function names, in the default attach modes and the fallback ones.
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+
+#include "harness.h"
+
+using namespace thptrace::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr size_t kPages = 32768;  // 128 MiB: 512 samples at the default 1 in 64
+
+// The share of the fork's sampled copies whose faulting function is `leaf`.
+double leaf_share(const nlohmann::json& copies, const std::string& leaf) {
+  double share = 0;
+  for (const auto& p : copies.at("paths"))
+    if (p.at("leaf") == leaf) share += p.at("share").get<double>();
+  return share;
+}
+
+void expect_two_writers(bool force_fallback) {
+  const std::string dir = make_temp_dir("thptrace-attr-");
+  const std::string json = dir + "/report.json";
+  Process work({COPY_WRITERS_BIN, std::to_string(kPages)});
+  ASSERT_TRUE(work.wait_stdout_line("ready", 20s)) << work.err();
+  std::vector<std::string> args = {thptrace_bin(), "--pid", std::to_string(work.pid()), "--duration", "60",
+                                   "--json", json};
+  if (force_fallback) args.push_back("--force-fallback");
+  Process tracer(args);
+  ASSERT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
+  work.write_stdin("go\n");
+  EXPECT_TRUE(work.wait_stdout_line("done", 120s));
+  EXPECT_EQ(work.wait(10s), 0);
+  ASSERT_EQ(tracer.wait(30s), 0) << tracer.err();
+  const auto report = read_json(json);
+  std::filesystem::remove_all(dir);
+  if (!force_fallback) expect_modes(report.at("probes"), "two writers");
+
+  ASSERT_EQ(report.at("forks").size(), 1u) << report.dump(1);
+  const auto& fork = report.at("forks").at(0);
+  ASSERT_TRUE(fork.contains("copies")) << fork.dump(1);
+  const auto& copies = fork.at("copies");
+  EXPECT_EQ(copies.at("sample_every"), 64);
+  EXPECT_EQ(report.at("capture").at("copy_samples_dropped"), 0);
+  // At least 90% of the expected samples: the copies are counted and sampled on the same faults.
+  const auto samples = copies.at("samples").get<uint64_t>();
+  EXPECT_GE(samples, kPages / 64 * 9 / 10) << copies.dump(1);
+  const auto cow = fork.at("cow_faults").get<double>();
+  EXPECT_NEAR(copies.at("estimated").get<double>(), cow,
+              std::max(copies.at("estimated_error").get<double>(), 0.05 * cow));
+  EXPECT_NEAR(leaf_share(copies, "write_most"), 0.75, 0.05) << copies.dump(1);
+  EXPECT_NEAR(leaf_share(copies, "write_rest"), 0.25, 0.05) << copies.dump(1);
+  // Whole stacks: the writers' caller is in the path.
+  EXPECT_NE(copies.at("paths").at(0).at("path").get<std::string>().find("write_most ← main"), std::string::npos)
+      << copies.dump(1);
+  EXPECT_TRUE(copies.at("stacks_partial").is_null()) << copies.dump(1);
+  ASSERT_FALSE(copies.at("mappings").empty());
+  EXPECT_EQ(copies.at("mappings").at(0).at("mapping"), "anonymous");
+  EXPECT_GT(copies.at("mappings").at(0).at("share").get<double>(), 0.9);
+  // The copy ratio: 128 MiB copied of a process whose RSS is about that.
+  ASSERT_TRUE(copies.at("copy_ratio").is_number()) << copies.dump(1);
+  EXPECT_GT(copies.at("copy_ratio").get<double>(), 0.8);
+  EXPECT_LT(copies.at("copy_ratio").get<double>(), 1.1);
+  // The finding names the dominant path.
+  bool named = false;
+  for (const auto& f : report.at("findings")) named = named || f.get<std::string>().find("write_most") != std::string::npos;
+  EXPECT_TRUE(named) << report.at("findings").dump(1);
+}
+
+// The share of the fork's sampled copies whose stack holds `function` (0 when it is not among the
+// report's top functions).
+double function_share(const nlohmann::json& copies, const std::string& function) {
+  for (const auto& f : copies.at("functions"))
+    if (f.at("function") == function) return f.at("share").get<double>();
+  return 0;
+}
+
+// A capture of `binary` (a redis-server) under a SET load during a BGSAVE made to last ~2.8 s (20 µs
+// per key), with 40,000 keys that expire 1 s into the fork when `expiring`: the bgsave fork's
+// `copies`, or null after a failed assertion.
+nlohmann::json bgsave_copies_under_load(const std::string& binary, bool expiring) {
+  RedisServer redis({}, 0, binary);
+  redis.cmd({"DEBUG", "POPULATE", "100000", "key", "100"});
+  const std::string dir = make_temp_dir("thptrace-attr-redis-");
+  const std::string json = dir + "/report.json";
+  Process tracer({thptrace_bin(), "--redis", redis.address(), "--duration", "60", "--json", json});
+  EXPECT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
+  if (expiring) redis.cmd({"EVAL", "for i = 1, 40000 do redis.call('SET', 'ttl:' .. i, 'x', 'PX', 1000) end", "0"});
+  redis.cmd({"CONFIG", "SET", "rdb-key-save-delay", "20"});
+  Process load({"redis-benchmark", "-p", std::to_string(redis.port()), "-t", "set", "-r", "100000", "-d", "100",
+                "-c", "2", "-n", "100000000", "-q"});
+  std::this_thread::sleep_for(300ms);
+  redis.cmd({"BGSAVE"});
+  std::this_thread::sleep_for(500ms);
+  for (int i = 0; i < 300 && redis.info_field("rdb_bgsave_in_progress") == "1"; ++i)
+    std::this_thread::sleep_for(100ms);
+  load.signal(SIGTERM);
+  load.wait(10s);
+  tracer.signal(SIGINT);
+  EXPECT_EQ(tracer.wait(30s), 0) << tracer.err();
+  const auto report = read_json(json);
+  std::filesystem::remove_all(dir);
+  for (const auto& f : report.at("forks"))
+    if (f.at("reason") == "bgsave" && f.contains("copies")) return f.at("copies");
+  ADD_FAILURE() << "no bgsave fork with copies: " << report.at("forks").dump(1);
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(Attribution, TwoWritersThreeToOne) {
+  REQUIRE_BPF();
+  expect_two_writers(false);
+}
+
+TEST(Attribution, TwoWritersThreeToOneForcedFallback) {
+  REQUIRE_BPF();
+  expect_two_writers(true);
+}
+
+
+// Redis 8.0.2 (frame pointers, tests/servers/fetch.sh): most copies are made under call(), the
+// commands' write path, and the keys expiring during the fork put activeExpireCycle among them.
+TEST(Attribution, RedisSetLoadDuringBgsave) {
+  REQUIRE_BPF();
+  std::string why;
+  const auto server = fetched_server("redis-8.0.2", &why);
+  if (!server) {
+    if (bpf_required()) FAIL() << why;
+    GTEST_SKIP() << why;
+  }
+  const auto copies = bgsave_copies_under_load(server->binary, true);
+  ASSERT_TRUE(copies.is_object());
+  EXPECT_GE(copies.at("samples").get<uint64_t>(), 20u) << copies.dump(1);
+  EXPECT_TRUE(copies.at("stacks_partial").is_null()) << copies.dump(1);
+  EXPECT_GT(function_share(copies, "call"), 0.5) << copies.dump(1);
+  EXPECT_GT(function_share(copies, "activeExpireCycle"), 0.0) << copies.dump(1);
+}
+
+// Debian's redis-server 7.0.15 is built without frame pointers: the report says its stacks are
+// partial and still attributes each copy to the code that wrote (a symbol of .dynsym, or
+// module+offset inside a function Debian's stripped binary does not name).
+TEST(Attribution, DebianRedisStacksArePartial) {
+  REQUIRE_BPF();
+  const auto copies = bgsave_copies_under_load("redis-server", false);
+  ASSERT_TRUE(copies.is_object());
+  EXPECT_GE(copies.at("samples").get<uint64_t>(), 20u) << copies.dump(1);
+  ASSERT_TRUE(copies.at("stacks_partial").is_string()) << copies.dump(1);
+  EXPECT_NE(copies.at("stacks_partial").get<std::string>().find("has no frame pointers"), std::string::npos);
+  ASSERT_FALSE(copies.at("paths").empty());
+  const auto leaf = copies.at("paths").at(0).at("leaf").get<std::string>();
+  EXPECT_NE(leaf, "?") << copies.dump(1);
+}

@@ -1,0 +1,21 @@
+#pragma once
+// A fork's `copies` section (correlate::CopyAttribution) in the JSON report, read back, and as the
+// text report's lines under the fork's row.
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "correlate/copies.h"
+
+namespace thptrace::report {
+
+nlohmann::ordered_json copies_json(const correlate::CopyAttribution& a);
+// Throws nlohmann::json::exception when a key is missing or has another type.
+correlate::CopyAttribution copies_from(const nlohmann::json& j);
+std::vector<std::string> copies_lines(const correlate::CopyAttribution& a);
+// "~32768 ± 1450" style: an estimate and its 95% interval.
+std::string estimate_text(uint64_t estimated, uint64_t error);
+
+}  // namespace thptrace::report
