@@ -81,18 +81,20 @@ double function_share(const nlohmann::json& copies, const std::string& function)
   return 0;
 }
 
-// A capture of `binary` (a redis-server) under a SET load during a BGSAVE made to last ~2.8 s (20 µs
-// per key), with 40,000 keys that expire 1 s into the fork when `expiring`: the bgsave fork's
-// `copies`, or null after a failed assertion.
+// A capture of `binary` (a redis-server) under a SET load during a BGSAVE made to last a few seconds
+// (rdb-key-save-delay: 10 µs asked per key, usleep's granularity makes it more), with 20,000 keys
+// that expire 1 s into the fork when `expiring`; copies sampled 1 in 16, as a load of this size makes
+// a few thousand. The bgsave fork's `copies`, or null after a failed assertion.
 nlohmann::json bgsave_copies_under_load(const std::string& binary, bool expiring) {
   RedisServer redis({}, 0, binary);
-  redis.cmd({"DEBUG", "POPULATE", "100000", "key", "100"});
+  redis.cmd({"DEBUG", "POPULATE", "50000", "key", "200"});
   const std::string dir = make_temp_dir("thptrace-attr-redis-");
   const std::string json = dir + "/report.json";
-  Process tracer({thptrace_bin(), "--redis", redis.address(), "--duration", "60", "--json", json});
+  Process tracer(
+      {thptrace_bin(), "--redis", redis.address(), "--duration", "60", "--json", json, "--sample-copies", "16"});
   EXPECT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
-  if (expiring) redis.cmd({"EVAL", "for i = 1, 40000 do redis.call('SET', 'ttl:' .. i, 'x', 'PX', 1000) end", "0"});
-  redis.cmd({"CONFIG", "SET", "rdb-key-save-delay", "20"});
+  if (expiring) redis.cmd({"EVAL", "for i = 1, 20000 do redis.call('SET', 'ttl:' .. i, 'x', 'PX', 1000) end", "0"});
+  redis.cmd({"CONFIG", "SET", "rdb-key-save-delay", "10"});
   Process load({"redis-benchmark", "-p", std::to_string(redis.port()), "-t", "set", "-r", "100000", "-d", "100",
                 "-c", "2", "-n", "100000000", "-q"});
   std::this_thread::sleep_for(300ms);
@@ -125,8 +127,10 @@ TEST(Attribution, TwoWritersThreeToOneForcedFallback) {
 }
 
 
-// Redis 8.0.2 (frame pointers, tests/servers/fetch.sh): most copies are made under call(), the
-// commands' write path, and the keys expiring during the fork put activeExpireCycle among them.
+// Redis 8.0.2 (frame pointers, tests/servers/fetch.sh): the SETs' write path (call → setCommand) and
+// the keys expiring during the fork (activeExpireCycle) both make copies, by name. With 20,000 keys
+// expiring, active expiry makes about half of them here (docs/attribution.md has one run's shares),
+// so the test asserts that each path holds a real share, not which one holds most.
 TEST(Attribution, RedisSetLoadDuringBgsave) {
   REQUIRE_BPF();
   std::string why;
@@ -139,8 +143,9 @@ TEST(Attribution, RedisSetLoadDuringBgsave) {
   ASSERT_TRUE(copies.is_object());
   EXPECT_GE(copies.at("samples").get<uint64_t>(), 20u) << copies.dump(1);
   EXPECT_TRUE(copies.at("stacks_partial").is_null()) << copies.dump(1);
-  EXPECT_GT(function_share(copies, "call"), 0.5) << copies.dump(1);
-  EXPECT_GT(function_share(copies, "activeExpireCycle"), 0.0) << copies.dump(1);
+  EXPECT_GT(function_share(copies, "call"), 0.1) << copies.dump(1);
+  EXPECT_GT(function_share(copies, "setCommand"), 0.05) << copies.dump(1);
+  EXPECT_GT(function_share(copies, "activeExpireCycle"), 0.1) << copies.dump(1);
 }
 
 // Debian's redis-server 7.0.15 is built without frame pointers: the report says its stacks are
