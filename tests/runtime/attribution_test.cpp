@@ -30,8 +30,8 @@ void expect_two_writers(bool force_fallback) {
   Process work({COPY_WRITERS_BIN, std::to_string(kPages)});
   ASSERT_TRUE(work.wait_stdout_line("ready", 20s)) << work.err();
   std::vector<std::string> args = {thptrace_bin(), "--pid", std::to_string(work.pid()), "--duration", "60",
-                                   "--json", json};
-  if (force_fallback) args.push_back("--force-fallback");
+                                   "--json",       json};
+  if (force_fallback) args.emplace_back("--force-fallback");
   Process tracer(args);
   ASSERT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
   work.write_stdin("go\n");
@@ -69,7 +69,8 @@ void expect_two_writers(bool force_fallback) {
   EXPECT_LT(copies.at("copy_ratio").get<double>(), 1.1);
   // The finding names the dominant path.
   bool named = false;
-  for (const auto& f : report.at("findings")) named = named || f.get<std::string>().find("write_most") != std::string::npos;
+  for (const auto& f : report.at("findings"))
+    named = named || f.get<std::string>().find("write_most") != std::string::npos;
   EXPECT_TRUE(named) << report.at("findings").dump(1);
 }
 
@@ -95,13 +96,12 @@ nlohmann::json bgsave_copies_under_load(const std::string& binary, bool expiring
   EXPECT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
   if (expiring) redis.cmd({"EVAL", "for i = 1, 20000 do redis.call('SET', 'ttl:' .. i, 'x', 'PX', 1000) end", "0"});
   redis.cmd({"CONFIG", "SET", "rdb-key-save-delay", "10"});
-  Process load({"redis-benchmark", "-p", std::to_string(redis.port()), "-t", "set", "-r", "100000", "-d", "100",
-                "-c", "2", "-n", "100000000", "-q"});
+  Process load({"redis-benchmark", "-p", std::to_string(redis.port()), "-t", "set", "-r", "100000", "-d", "100", "-c",
+                "2", "-n", "100000000", "-q"});
   std::this_thread::sleep_for(300ms);
   redis.cmd({"BGSAVE"});
   std::this_thread::sleep_for(500ms);
-  for (int i = 0; i < 300 && redis.info_field("rdb_bgsave_in_progress") == "1"; ++i)
-    std::this_thread::sleep_for(100ms);
+  for (int i = 0; i < 300 && redis.info_field("rdb_bgsave_in_progress") == "1"; ++i) std::this_thread::sleep_for(100ms);
   load.signal(SIGTERM);
   load.wait(10s);
   tracer.signal(SIGINT);
@@ -125,7 +125,6 @@ TEST(Attribution, TwoWritersThreeToOneForcedFallback) {
   REQUIRE_BPF();
   expect_two_writers(true);
 }
-
 
 // Redis 8.0.2 (frame pointers, tests/servers/fetch.sh): the SETs' write path (call → setCommand) and
 // the keys expiring during the fork (activeExpireCycle) both make copies, by name. With 20,000 keys

@@ -25,6 +25,7 @@ CopySample sample(std::vector<std::string> frames, std::string mapping = "anonym
 
 std::vector<const CopySample*> pointers(const std::vector<CopySample>& v) {
   std::vector<const CopySample*> out;
+  out.reserve(v.size());
   for (const auto& s : v) out.push_back(&s);
   return out;
 }
@@ -33,6 +34,7 @@ std::vector<const CopySample*> pointers(const std::vector<CopySample>& v) {
 
 TEST(Copies, GroupsByPathFunctionAndMapping) {
   std::vector<CopySample> v;
+  v.reserve(10);
   for (int i = 0; i < 6; ++i) v.push_back(sample({"dictAdd", "setKey", "setCommand", "call", "main"}));
   for (int i = 0; i < 3; ++i) v.push_back(sample({"activeExpireCycle", "serverCron", "aeMain", "main"}, "[heap]"));
   v.push_back(sample({"memcpy", "readQueryFromClient", "readQueryFromClient", "aeMain", "main"}));
@@ -72,6 +74,7 @@ TEST(Copies, NoDominantPathBelowHalf) {
 
 TEST(Copies, PartialStacksKeepTheFaultingFunction) {
   std::vector<CopySample> v;
+  v.reserve(4);
   for (int i = 0; i < 3; ++i) v.push_back(sample({"dictAdd", "junk" + std::to_string(i)}, "anonymous", false));
   v.push_back(sample({"dictAdd", "setKey", "setCommand", "call"}));
   const auto a = correlate::attribute_copies(pointers(v), 64, 256, 1024);
@@ -152,6 +155,7 @@ TEST(Copies, ReportSectionRoundTripsAndReads) {
   e.copies = a;
   r.forks.push_back(e);
   bool named = false;
-  for (const auto& f : report::findings(r)) named = named || f.find("75% of the sampled copies came from write_most") != std::string::npos;
+  for (const auto& f : report::findings(r))
+    named = named || f.find("75% of the sampled copies came from write_most") != std::string::npos;
   EXPECT_TRUE(named);
 }

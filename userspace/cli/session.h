@@ -13,8 +13,8 @@
 #include "proc/sampler.h"
 #include "redis/client.h"
 #include "redis/watcher.h"
-#include "symbolize/resolver.h"
 #include "report/inputs.h"
+#include "symbolize/resolver.h"
 #include "tracer/tracer.h"
 
 namespace thptrace::cli {

@@ -10,13 +10,14 @@ namespace thptrace::correlate {
 namespace {
 
 // Groups by count, most first, ties by name (a stable report).
-std::vector<CopyGroup> ranked(const std::map<std::string, uint64_t>& counts, uint64_t total, uint32_t n,
-                              size_t keep) {
+std::vector<CopyGroup> ranked(const std::map<std::string, uint64_t>& counts, uint64_t total, uint32_t n, size_t keep) {
   std::vector<CopyGroup> out;
+  out.reserve(counts.size());
   for (const auto& [name, k] : counts)
     out.push_back({name, "", k, total ? static_cast<double>(k) / static_cast<double>(total) : 0.0,
                    static_cast<uint64_t>(n) * k, estimate_error(n, k)});
-  std::stable_sort(out.begin(), out.end(), [](const CopyGroup& a, const CopyGroup& b) { return a.samples > b.samples; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const CopyGroup& a, const CopyGroup& b) { return a.samples > b.samples; });
   if (out.size() > keep) out.resize(keep);
   return out;
 }
@@ -36,8 +37,9 @@ std::string path_of(const CopySample& s, bool leaf_only) {
 }  // namespace
 
 bool is_stack_root(const std::string& f) {
-  static const std::set<std::string> roots = {"main",  "__libc_start_call_main", "__libc_start_main", "_start",
-                                              "start_thread", "clone3", "__clone3", "clone", "__clone"};
+  static const std::set<std::string> roots = {
+      "main",   "__libc_start_call_main", "__libc_start_main", "_start", "start_thread", "clone3", "__clone3", "clone",
+      "__clone"};
   return roots.contains(f);
 }
 
@@ -45,8 +47,8 @@ uint64_t estimate_error(uint32_t sample_every, uint64_t k) {
   return static_cast<uint64_t>(std::llround(1.96 * sample_every * std::sqrt(static_cast<double>(k))));
 }
 
-CopyAttribution attribute_copies(const std::vector<const CopySample*>& samples, uint32_t sample_every,
-                                 uint64_t copies, uint64_t rss_kb) {
+CopyAttribution attribute_copies(const std::vector<const CopySample*>& samples, uint32_t sample_every, uint64_t copies,
+                                 uint64_t rss_kb) {
   CopyAttribution a;
   a.sample_every = sample_every;
   a.samples = samples.size();

@@ -38,13 +38,13 @@ struct CopyGroup {
 };
 
 struct CopyAttribution {
-  uint32_t sample_every = 0;  // N
-  uint64_t samples = 0;       // k
-  uint64_t estimated = 0;     // N·k: the parent's copies the samples stand for
+  uint32_t sample_every = 0;     // N
+  uint64_t samples = 0;          // k
+  uint64_t estimated = 0;        // N·k: the parent's copies the samples stand for
   uint64_t estimated_error = 0;  // 1.96·N·√k, a 95% interval (Poisson approximation of 1-in-N)
   // (parent + child copies) × 4 KiB ÷ the parent's RSS at fork; nullopt without an RSS sample.
   std::optional<double> copy_ratio;
-  std::string stacks_partial;  // "BINARY has no frame pointers" when most stacks stop short; "" else
+  std::string stacks_partial;        // "BINARY has no frame pointers" when most stacks stop short; "" else
   std::vector<CopyGroup> paths;      // top kTopPaths by samples
   std::vector<CopyGroup> functions;  // top kTopFunctions: samples whose stack holds the function
   std::vector<CopyGroup> mappings;   // every mapping, by samples
@@ -60,7 +60,7 @@ bool is_stack_root(const std::string& function);
 uint64_t estimate_error(uint32_t sample_every, uint64_t k);
 // Groups the samples of one fork (those taken while its child lived). copies: the parent's and the
 // child's copy-on-write faults counted in the kernel; rss_kb: the parent's RSS at fork (0: unknown).
-CopyAttribution attribute_copies(const std::vector<const CopySample*>& samples, uint32_t sample_every,
-                                 uint64_t copies, uint64_t rss_kb);
+CopyAttribution attribute_copies(const std::vector<const CopySample*>& samples, uint32_t sample_every, uint64_t copies,
+                                 uint64_t rss_kb);
 
 }  // namespace thptrace::correlate

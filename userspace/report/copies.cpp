@@ -70,10 +70,10 @@ correlate::CopyAttribution copies_from(const nlohmann::json& j) {
 std::vector<std::string> copies_lines(const correlate::CopyAttribution& a) {
   std::vector<std::string> out;
   const std::string indent = "           ";
-  out.push_back(fmt::format("{}copies: {} pages estimated from {} samples (1 in {}; 95% interval){}", indent,
-                            estimate_text(a.estimated, a.estimated_error), a.samples, a.sample_every,
-                            a.copy_ratio ? fmt::format("; copied {:.1f}% of the RSS at fork", *a.copy_ratio * 100)
-                                         : std::string()));
+  out.push_back(fmt::format(
+      "{}copies: {} pages estimated from {} samples (1 in {}; 95% interval){}", indent,
+      estimate_text(a.estimated, a.estimated_error), a.samples, a.sample_every,
+      a.copy_ratio ? fmt::format("; copied {:.1f}% of the RSS at fork", *a.copy_ratio * 100) : std::string()));
   for (const auto& p : a.paths) out.push_back(fmt::format("{}  {:5.1f}%  {}", indent, p.share * 100, p.name));
   if (!a.mappings.empty()) {
     std::string m;

@@ -69,7 +69,8 @@ std::vector<Mapping> parse_maps(const std::string& text) {
     int consumed = 0;
     uint64_t start = 0, end = 0, offset = 0;
     if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s%n", &start, &end, perms, &offset,
-                    &consumed) < 4 || consumed <= 0)
+                    &consumed) < 4 ||
+        consumed <= 0)
       continue;
     m.start = start;
     m.end = end;
@@ -130,8 +131,8 @@ void Resolver::refresh_on_miss() {
 }
 
 const Mapping* Resolver::mapping_of(uint64_t address) const {
-  auto it = std::upper_bound(maps_.begin(), maps_.end(), address,
-                             [](uint64_t a, const Mapping& m) { return a < m.start; });
+  auto it =
+      std::upper_bound(maps_.begin(), maps_.end(), address, [](uint64_t a, const Mapping& m) { return a < m.start; });
   if (it == maps_.begin()) return nullptr;
   --it;
   return address < it->end ? &*it : nullptr;
