@@ -1,13 +1,16 @@
 // Faults: a frozen Redis, a Redis killed mid-capture, Redis with requirepass and with an ACL user
 // (password from a file), a ring buffer too small for a fork burst, SIGTERM under load.
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <thread>
 
 #include "harness.h"
+#include "proc/proc.h"
 
 using namespace thptrace::test;
 using namespace std::chrono_literals;
@@ -20,13 +23,20 @@ struct Capture {
   std::string out, err;
 };
 
-Capture run_capture(std::vector<std::string> args, std::chrono::seconds timeout = 60s) {
+// once_tracing, when given, runs when the capture says it is tracing (its start-up can be slow under
+// ASan on a loaded machine: a fixed sleep there once killed Redis before the capture had begun).
+Capture run_capture(std::vector<std::string> args, std::chrono::seconds timeout = 60s,
+                    const std::function<void()>& once_tracing = {}) {
   const std::string dir = make_temp_dir("thptrace-rel-");
   const std::string json = dir + "/report.json";
   args.insert(args.begin(), thptrace_bin());
   args.insert(args.end(), {"--json", json});
   Process p(args);
   Capture c;
+  if (once_tracing) {
+    EXPECT_TRUE(p.wait_stderr_line("tracing pid", timeout)) << p.err();
+    once_tracing();
+  }
   c.code = p.wait(timeout).value_or(-1);
   c.out = p.out();
   c.err = p.err();
@@ -116,16 +126,31 @@ TEST(Reliability, RedisKilledMidCapture) {
   REQUIRE_BPF();
   auto redis = std::make_unique<RedisServer>();
   const pid_t pid = redis->pid();
-  std::thread killer([&] {
-    std::this_thread::sleep_for(700ms);
+  // Killed, and a zombie until ~RedisServer reaps it: the capture must see the exit either way.
+  const auto c = run_capture({"--pid", std::to_string(pid), "--redis", redis->address(), "--duration", "30"}, 40s, [&] {
+    std::this_thread::sleep_for(300ms);
     ::kill(pid, SIGKILL);
   });
-  const auto c = run_capture({"--pid", std::to_string(pid), "--redis", redis->address(), "--duration", "30"}, 40s);
-  killer.join();
   EXPECT_EQ(c.code, 0) << c.err;
   EXPECT_TRUE(c.report["target"]["exited"].get<bool>()) << c.report.dump(2);
   EXPECT_LT(c.report["capture"]["duration_s"].get<double>(), 10.0);
   EXPECT_EQ(leftover_thptrace_programs(), std::vector<std::string>{});
+}
+
+TEST(Reliability, AZombieIsNotAProcessToCapture) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  // Not reaped yet: /proc still has it, in state Z.
+  for (int i = 0; i < 100; ++i) {
+    if (const auto st = thptrace::proc::read_status(child); st && st->exited) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  const auto c = run_capture({"--pid", std::to_string(child), "--duration", "5"}, 30s);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_EQ(c.code, 2) << c.err;
+  EXPECT_NE(c.err.find("has exited; its parent has not reaped it yet"), std::string::npos) << c.err;
+  EXPECT_TRUE(c.report.is_null());  // no report for a process that was never there
 }
 
 TEST(Reliability, PasswordsFromFilesNeverShow) {

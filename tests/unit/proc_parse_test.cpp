@@ -17,6 +17,13 @@ TEST(ProcStatus, ParsesFieldsAndThpEnabled) {
   EXPECT_EQ(st->vm_rss_kb, 123456u);
   ASSERT_TRUE(st->thp_enabled.has_value());
   EXPECT_FALSE(*st->thp_enabled);
+  EXPECT_FALSE(st->exited);
+}
+
+TEST(ProcStatus, AZombieHasExited) {
+  const auto st = parse_status("Name:\tredis-server\nState:\tZ (zombie)\nTgid:\t4242\n");
+  ASSERT_TRUE(st);
+  EXPECT_TRUE(st->exited);
 }
 
 TEST(ProcStatus, ThpEnabledAbsentOnOldKernels) {
@@ -94,6 +101,7 @@ TEST(Statm, ResidentPagesInKilobytes) {
   EXPECT_FALSE(parse_statm_rss_kb("26770", 4096));
   EXPECT_FALSE(parse_statm_rss_kb("26770 x 1", 4096));
   EXPECT_FALSE(parse_statm_rss_kb("1 18446744073709551615 1", 4096));
+  EXPECT_FALSE(parse_statm_rss_kb("0 0 0 0 0 0 0\n", 4096));  // a zombie's
 }
 
 TEST(SampleCadence, FullSamplesWhileAForkLastsAfterACollapseAndEveryIdleInterval) {

@@ -53,7 +53,12 @@ pid_t resolve_redis_target(const RedisSetup& redis, const std::string& user, pid
 CaptureTarget validate_capture(const CaptureOptions& o) {
   auto redis = prepare_redis(o.redis, o.redis_settings);
   const pid_t pid = redis ? resolve_redis_target(*redis, o.redis_settings.user, o.pid) : o.pid;
-  if (!proc::process_exists(pid)) throw FatalError(kExitUsage, fmt::format("no process with pid {} exists.", pid));
+  if (!proc::process_exists(pid)) {
+    if (const auto st = proc::read_status(pid); st && st->exited)
+      throw FatalError(kExitUsage,
+                       fmt::format("process {} ({}) has exited; its parent has not reaped it yet.", pid, st->name));
+    throw FatalError(kExitUsage, fmt::format("no process with pid {} exists.", pid));
+  }
   const auto status = proc::read_status(pid);
   if (!status) throw FatalError(kExitUsage, fmt::format("cannot read /proc/{}/status: no such process.", pid));
   for (const auto& [path, what] : {std::pair{o.json_path, "the JSON report"}, std::pair{o.svg_path, "the timeline"}}) {

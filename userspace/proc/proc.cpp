@@ -57,6 +57,8 @@ std::optional<ProcessStatus> parse_status(std::string_view text) {
       to_number(value, st.ppid);
     } else if (key == "VmRSS") {
       kb_value(value, st.vm_rss_kb);
+    } else if (key == "State") {
+      st.exited = value.starts_with('Z') || value.starts_with('X');
     } else if (key == "THP_enabled") {
       int v = 0;
       if (to_number(value, v)) st.thp_enabled = v != 0;
@@ -84,6 +86,9 @@ std::optional<SmapsRollup> parse_smaps_rollup(std::string_view text) {
 std::optional<uint64_t> parse_statm_rss_kb(std::string_view text, uint64_t page_size) {
   const size_t sp = text.find(' ');
   if (sp == std::string_view::npos) return std::nullopt;
+  // An exited process its parent has not reaped (a zombie) has no memory: its line is all zeros. A
+  // live process has a size.
+  if (uint64_t size = 0; !to_number(text.substr(0, sp), size) || size == 0) return std::nullopt;
   text.remove_prefix(sp + 1);
   const size_t end = text.find_first_of(" \n");
   uint64_t pages = 0;
@@ -156,7 +161,9 @@ std::optional<std::string> read_file(const std::string& path, size_t max_bytes) 
 
 bool process_exists(pid_t pid) {
   if (pid <= 0) return false;
-  return ::kill(pid, 0) == 0 || errno == EPERM;
+  if (::kill(pid, 0) != 0 && errno != EPERM) return false;
+  const auto st = read_status(pid);
+  return !st || !st->exited;
 }
 
 std::optional<ProcessStatus> read_status(pid_t pid) {

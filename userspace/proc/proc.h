@@ -20,6 +20,8 @@ struct ProcessStatus {
   // "THP_enabled:" is 0 when the process opted out with prctl(PR_SET_THP_DISABLE) (Redis
   // disable-thp yes does that when the system mode is always). Absent before Linux 5.0.
   std::optional<bool> thp_enabled;
+  // "State: Z (zombie)" or "X (dead)": the process has exited and waits for its parent to reap it.
+  bool exited = false;
 };
 
 // /proc/PID/smaps_rollup, sizes in kB.
@@ -61,6 +63,7 @@ HugePageEligibility huge_page_eligibility(pid_t pid, const std::string& system_m
 // Reads a whole (small) file; nullopt when it cannot be opened. Reads at most max_bytes.
 std::optional<std::string> read_file(const std::string& path, size_t max_bytes = 1 << 20);
 
+// A process that has not exited (a zombie its parent has not reaped has exited).
 bool process_exists(pid_t pid);
 std::optional<ProcessStatus> read_status(pid_t pid);
 std::optional<SmapsRollup> read_smaps_rollup(pid_t pid);

@@ -62,7 +62,7 @@ Sample take_sample(pid_t pid, const SystemCounters& system) {
   s.ts_ns = monotonic_ns();
   s.thp_vmstat = system.thp_vmstat;
   s.mem_available_bytes = system.mem_available_bytes;
-  if (const auto st = read_status(pid)) {
+  if (const auto st = read_status(pid); st && !st->exited) {
     s.target_alive = true;
     s.thp_enabled = st->thp_enabled;
     s.rss_kb = st->vm_rss_kb;
