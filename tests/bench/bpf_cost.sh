@@ -11,8 +11,8 @@
 #  3. Events lost (dropped_events in the capture's JSON) at that burst, and at the fastest burst this
 #     machine makes: write faults that reuse their page, from BURST_THREADS threads (fault_burst),
 #     traced vs untraced, with the count the capture reports against the known answer.
-#  Part 2 has a fourth arm: thptrace with copy sampling off (--sample-copies 0), so the cost of the
-#  default 1-in-64 sampling (docs/attribution.md) is the ratio of the two traced arms of one run.
+#  Part 2 has a fourth arm: thptrace with copy sampling on (--sample-copies 64; off by default), so
+#  the cost of sampling (docs/attribution.md) is the ratio of the two traced arms of one run.
 #  PARTS="2" runs part 2 alone (default "1 2 3").
 # Usage (root): tests/bench/bpf_cost.sh [BUILD_DIR]     BUILD_DIR defaults to <repo>/build.
 # Tunables (environment): PAGES=262144 (1 GiB) CHILD_MS=5000 RUNS=5 THPTRACE_BIN WORKLOAD_BIN
@@ -306,7 +306,7 @@ fi
 
 untraced=()
 traced=()
-unsampled=()
+sampled=()
 bpftraced=()
 drops=()
 run_untraced() {
@@ -326,13 +326,13 @@ run_traced() {
   drops+=("$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["totals"]; print(t["dropped_events"], t["cow_faults"])' "$work/run$1.json")")
 }
 
-run_unsampled() {
+run_sampled() {
   start_workload
-  start_capture "$work/unsampled$1.json" --sample-copies 0
+  start_capture "$work/sampled$1.json" --sample-copies 64
   go_and_time
   finish_workload
   wait_capture
-  unsampled+=("$dirty_ns")
+  sampled+=("$dirty_ns")
 }
 
 run_bpftraced() {
@@ -351,13 +351,13 @@ run_bpftraced() {
 for i in $(seq 1 "$runs"); do
   has_part 2 || break
   case $((i % 3)) in
-    1) run_untraced; run_traced "$i"; run_unsampled "$i"; run_bpftraced ;;
-    2) run_traced "$i"; run_unsampled "$i"; run_bpftraced; run_untraced ;;
-    0) run_bpftraced; run_unsampled "$i"; run_untraced; run_traced "$i" ;;
+    1) run_untraced; run_traced "$i"; run_sampled "$i"; run_bpftraced ;;
+    2) run_traced "$i"; run_sampled "$i"; run_bpftraced; run_untraced ;;
+    0) run_bpftraced; run_sampled "$i"; run_untraced; run_traced "$i" ;;
   esac
 done
 
-has_part 2 && python3 - "$pages" "${untraced[*]}" "${traced[*]}" "${bpftraced[*]}" "${unsampled[*]}" "${drops[@]}" <<'PY'
+has_part 2 && python3 - "$pages" "${untraced[*]}" "${traced[*]}" "${bpftraced[*]}" "${sampled[*]}" "${drops[@]}" <<'PY'
 import statistics, sys
 pages = int(sys.argv[1])
 u = [int(x) for x in sys.argv[2].split()]
@@ -369,14 +369,14 @@ ms = lambda v: " ".join(f"{x / 1e6:.0f}" for x in v)
 med = statistics.median
 print(f"dirty {pages} pages after fork, {len(u)} interleaved runs of each (ms; bpf_stats off):")
 print(f"  untraced:          {ms(u)}   median {med(u) / 1e6:.1f}")
-print(f"  thptrace:          {ms(t)}   median {med(t) / 1e6:.1f}   (copies sampled 1 in 64, the default)")
-print(f"  thptrace unsampled: {ms(s)}   median {med(s) / 1e6:.1f}   (--sample-copies 0)")
+print(f"  thptrace:          {ms(t)}   median {med(t) / 1e6:.1f}   (defaults: copies not sampled)")
+print(f"  thptrace sampled:  {ms(s)}   median {med(s) / 1e6:.1f}   (--sample-copies 64)")
 if b:
     print(f"  bpftrace one-liner: {ms(b)}   median {med(b) / 1e6:.1f}")
 print(f"  thptrace/untraced: {med(t) / med(u):.3f} (ratio of medians; goal <= 1.05), "
       f"{statistics.mean(t) / statistics.mean(u):.3f} (ratio of means), {min(t) / min(u):.3f} (ratio of fastest runs)")
-print(f"  thptrace unsampled/untraced: {med(s) / med(u):.3f}; sampled/unsampled: {med(t) / med(s):.3f} "
-      f"(+{(med(t) - med(s)) / pages:.0f} ns per fault for the sampling)")
+print(f"  thptrace sampled/untraced: {med(s) / med(u):.3f}; sampled/unsampled: {med(s) / med(t):.3f} "
+      f"(+{(med(s) - med(t)) / pages:.0f} ns per fault for the sampling)")
 if b:
     print(f"  bpftrace/untraced: {med(b) / med(u):.3f} (ratio of medians)")
 us_per_fault = lambda v: med(v) / pages / 1e3

@@ -14,7 +14,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr size_t kPages = 32768;  // 128 MiB: 512 samples at the default 1 in 64
+constexpr size_t kPages = 32768;  // 128 MiB: 512 samples at 1 in 64
 
 // The share of the fork's sampled copies whose faulting function is `leaf`.
 double leaf_share(const nlohmann::json& copies, const std::string& leaf) {
@@ -30,7 +30,7 @@ void expect_two_writers(bool force_fallback) {
   Process work({COPY_WRITERS_BIN, std::to_string(kPages)});
   ASSERT_TRUE(work.wait_stdout_line("ready", 20s)) << work.err();
   std::vector<std::string> args = {thptrace_bin(), "--pid", std::to_string(work.pid()), "--duration", "60",
-                                   "--json",       json};
+                                   "--json",       json,    "--sample-copies",          "64"};
   if (force_fallback) args.emplace_back("--force-fallback");
   Process tracer(args);
   ASSERT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();

@@ -9,8 +9,10 @@
 
 namespace thptrace::cli {
 
-// 1 in 64 copy-on-write faults sampled while a child lives: docs/attribution.md has its cost.
-inline constexpr uint32_t kDefaultSampleCopies = 64;
+// Copy sampling is asked for (--sample-copies 64 is a good start): at 1 in 64 it made a parent's
+// copy-on-write faults 15% slower here (tests/bench/bpf_cost.sh, docs/attribution.md), past the
+// overhead goals every capture keeps by default.
+inline constexpr uint32_t kDefaultSampleCopies = 0;
 
 struct CaptureOptions {
   int pid = 0;
