@@ -113,6 +113,20 @@ TEST(SyncLoop, TheFirstFindingNamesTheLoopTheLimitAndOneThatHolds) {
   EXPECT_EQ(r.forks[3].replicas[0].outcome, correlate::ReplicaSync::Outcome::online);
 }
 
+TEST(SyncLoop, SyncsThePollsMergedCountForTheOneReplicaSeen) {
+  // Redis counted 6 full syncs; the polls saw the replica dropped once and online once.
+  auto in = loop_inputs(2);
+  in.timeline.back().sync_full = 6;
+  const auto r = report::assemble(in);
+  ASSERT_TRUE(r.replication);
+  const auto& x = *r.replication;
+  EXPECT_EQ(x.full_syncs, 6u);
+  EXPECT_EQ(x.replica_syncs, 2u);  // seen
+  ASSERT_EQ(x.loops.size(), 1u);
+  EXPECT_EQ(x.loops[0].syncs, 6u);
+  EXPECT_EQ(x.loops[0].dropped, 5u);
+}
+
 TEST(SyncLoop, OneSyncIsNoLoop) {
   const auto r = report::assemble(loop_inputs(1));
   ASSERT_TRUE(r.replication);

@@ -68,6 +68,15 @@ std::optional<ReplicationSection> replication_of(const CaptureInputs& in,
     if (const auto ms = s.sync_ms()) longest_sync_s = std::max(longest_sync_s, *ms / 1e3);
   }
   if (r.replica_syncs == 0 && r.full_syncs == 0) return std::nullopt;
+  // A replica dropped while it still waits for its RDB (a diskless stream cut by the output buffer
+  // limit) reconnects and waits again: polls 100 ms apart can see one long wait where Redis counted
+  // many full syncs (sync_full). With one replica seen, and seen dropped, Redis's count is its count.
+  if (by_address.size() == 1 && r.dropped_syncs > 0 && r.full_syncs > r.replica_syncs) {
+    auto& l = by_address.begin()->second;
+    const uint64_t online = l.syncs - l.dropped;
+    l.syncs = r.full_syncs;
+    l.dropped = r.full_syncs - online;
+  }
   for (const auto& [address, l] : by_address)
     if (l.syncs >= 2) r.loops.push_back(l);  // disconnected and full-synced again
   std::sort(r.loops.begin(), r.loops.end(), [](const auto& a, const auto& b) { return a.syncs > b.syncs; });
