@@ -57,7 +57,7 @@ SystemCounters read_system_counters() {
 
 Sample take_sample(pid_t pid) { return take_sample(pid, read_system_counters()); }
 
-Sample take_sample(pid_t pid, const SystemCounters& system) {
+Sample take_sample(pid_t pid, const SystemCounters& system, bool walk) {
   Sample s;
   s.ts_ns = monotonic_ns();
   s.thp_vmstat = system.thp_vmstat;
@@ -67,8 +67,8 @@ Sample take_sample(pid_t pid, const SystemCounters& system) {
     s.thp_enabled = st->thp_enabled;
     s.rss_kb = st->vm_rss_kb;
   }
-  if (const auto r = read_smaps_rollup(pid)) {
-    s.rss_kb = r->rss_kb;
+  if (const auto r = walk ? read_smaps_rollup(pid) : std::nullopt) {
+    if (!s.rss_kb) s.rss_kb = r->rss_kb;
     s.anon_huge_pages_kb = r->anon_huge_pages_kb;
   }
   if (s.target_alive)
@@ -97,9 +97,26 @@ Sampler::~Sampler() {
   if (thread_.joinable()) thread_.join();
 }
 
+Sample Sampler::sample() {
+  // The walk's share of the time: 1 in kWalkBudget.
+  constexpr int kWalkBudget = 100;
+  const auto system = read_system_counters();
+  const auto start = std::chrono::steady_clock::now();
+  if (start < next_walk_) {
+    Sample s = take_sample(pid_, system, false);
+    s.anon_huge_pages_kb = anon_huge_pages_kb_;
+    return s;
+  }
+  Sample s = take_sample(pid_, system, true);
+  anon_huge_pages_kb_ = s.anon_huge_pages_kb;
+  const auto took = std::chrono::steady_clock::now() - start;
+  next_walk_ = start + std::max<std::chrono::steady_clock::duration>(interval_, took * kWalkBudget);
+  return s;
+}
+
 void Sampler::run() {
   while (!stop_) {
-    Sample s = take_sample(pid_);
+    Sample s = sample();
     {
       std::lock_guard lock(mu_);
       series_.add(std::move(s));
@@ -114,8 +131,10 @@ void Sampler::run() {
 SampleSeries Sampler::stop() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
+  next_walk_ = {};  // the last sample walks, whatever the budget says
+  Sample last = sample();
   std::lock_guard lock(mu_);
-  series_.add(take_sample(pid_));
+  series_.add(std::move(last));
   return series_;
 }
 

@@ -57,8 +57,10 @@ struct SystemCounters {
   std::optional<uint64_t> mem_available_bytes;
 };
 SystemCounters read_system_counters();
-// The machine's side read by the caller (`system`), the target's read here.
-Sample take_sample(pid_t pid, const SystemCounters& system);
+// The machine's side read by the caller (`system`), the target's read here. RSS is status's VmRSS
+// (smaps_rollup's Rss only where status has none). walk = false leaves smaps_rollup out, and with it
+// AnonHugePages (0): reading it walks every page table of the process, which is what it costs.
+Sample take_sample(pid_t pid, const SystemCounters& system, bool walk = true);
 Sample take_sample(pid_t pid);
 // The cheap part of a sample on top of the last full one: the machine's side (`system`), the time,
 // whether the process lives and its RSS (statm). The rest (AnonHugePages, THP_enabled, the memory
@@ -97,7 +99,13 @@ class SampleCadence {
   uint64_t collapses_ = 0;
 };
 
-// Samples a target every `interval` on its own thread until stopped or destroyed.
+// Samples a target every `interval` on its own thread until stopped or destroyed. smaps_rollup (the
+// AnonHugePages of a sample) is read only while its page-table walks take at most 1% of the time:
+// after a walk that took d, the next is no sooner than 100·d later (and never sooner than the next
+// interval); the samples in between carry the last walk's AnonHugePages. Walking a 1 GiB process
+// every 100 ms made its copy-on-write faults 8-12% slower here (the walk takes the page-table locks
+// the faults take), where the BPF programs cost under 1% (tests/bench/bpf_cost.sh, --interval-ms
+// 1000 against 100; docs/measurements.md).
 class Sampler {
  public:
   Sampler(pid_t pid, std::chrono::milliseconds interval);
@@ -111,8 +119,12 @@ class Sampler {
  private:
   void run();
 
+  Sample sample();  // one sample, walking the page tables when due
+
   pid_t pid_;
   std::chrono::milliseconds interval_;
+  std::chrono::steady_clock::time_point next_walk_{};
+  uint64_t anon_huge_pages_kb_ = 0;  // from the last walk
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   SampleSeries series_;
