@@ -83,6 +83,11 @@ struct {
  * two. Set by userspace before load. */
 const volatile __u32 sample_every __weak = 0;
 
+/* A sample wakes the reader only once this many bytes wait in the samples ring (half of it, set by
+ * userspace); the reader drains the ring at every poll anyway, at least every 100 ms. A wake-up per
+ * sample (an irq_work on the faulting CPU, an IPI to the reader's) was most of what a sample cost. */
+const volatile __u64 sample_wakeup_bytes __weak = 0;
+
 /* Ring-buffer records that did not fit, per CPU. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -300,6 +305,7 @@ static __always_inline void episode_add_pcpu(struct thptrace_episode *ep, __u32 
 static __always_inline void sample_send(void *ctx, __u32 tgid, __u64 address)
 {
 	struct thptrace_copy_sample *s = bpf_ringbuf_reserve(&samples, sizeof(*s), 0);
+	bool wake;
 	long n;
 
 	if (!s) {
@@ -317,7 +323,8 @@ static __always_inline void sample_send(void *ctx, __u32 tgid, __u64 address)
 	s->address = address;
 	n = bpf_get_stack(ctx, s->stack, sizeof(s->stack), BPF_F_USER_STACK);
 	s->frames = n > 0 ? (__u32)(n / sizeof(__u64)) : 0;
-	bpf_ringbuf_submit(s, 0);
+	wake = bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) >= sample_wakeup_bytes;
+	bpf_ringbuf_submit(s, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
 /* Whether the fault with this running count is one to sample: 1 in sample_every (a power of two,

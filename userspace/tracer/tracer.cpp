@@ -181,8 +181,9 @@ int Tracer::load(const char* only_family, const TracerOptions& sizes) {
   bpf_map__set_max_entries(skel->maps.pcpu, pcpu_regions_ * pcpu_slots_);
   // Off, the samples ring is never written: its smallest size.
   skel->rodata->sample_every = sizes.sample_every;
-  bpf_map__set_max_entries(skel->maps.samples,
-                           static_cast<__u32>(sizes.sample_every ? sizes.sample_ringbuf_bytes : 4096));
+  const size_t samples_bytes = sizes.sample_every ? sizes.sample_ringbuf_bytes : 4096;
+  bpf_map__set_max_entries(skel->maps.samples, static_cast<__u32>(samples_bytes));
+  skel->rodata->sample_wakeup_bytes = samples_bytes / 2;
   if (const int err = thptrace_bpf__load(skel.get()); err) return err < 0 ? err : -err;
   if (!only_family) {
     skel_ = std::move(skel);
@@ -549,7 +550,13 @@ uint64_t Tracer::copy_samples_dropped() const {
 
 int Tracer::poll(int timeout_ms, const std::function<void(const thptrace_event&)>& on_event) {
   on_event_ = &on_event;
-  const int n = ring_buffer__poll(ring_.get(), timeout_ms);
+  int n = ring_buffer__poll(ring_.get(), timeout_ms);
+  // Copy samples wake no one until their ring is half full (sample_wakeup_bytes), so epoll does not
+  // report that ring: read every ring, whatever woke us.
+  if (sample_every_ && n >= 0) {
+    const int more = ring_buffer__consume(ring_.get());
+    n = more < 0 ? more : n + more;
+  }
   on_event_ = nullptr;
   return n;
 }
