@@ -11,11 +11,13 @@
 #  3. Events lost (dropped_events in the capture's JSON) at that burst, and at the fastest burst this
 #     machine makes: write faults that reuse their page, from BURST_THREADS threads (fault_burst),
 #     traced vs untraced, with the count the capture reports against the known answer.
-#  Part 2 has a fourth arm: thptrace with copy sampling on (--sample-copies 64; off by default), so
-#  the cost of sampling (docs/attribution.md) is the ratio of the two traced arms of one run.
+#  Part 2 has a fourth arm: thptrace with copy sampling on (--sample-copies SAMPLE_COPIES, 64 unless
+#  set; off by default), so the cost of sampling (docs/attribution.md) is the ratio of the two traced
+#  arms of one run, and per sample (the samples each run sent are in its report). SAMPLE_COPIES=0
+#  leaves that arm out (e.g. for a THPTRACE_BIN from before --sample-copies).
 #  PARTS="2" runs part 2 alone (default "1 2 3").
 # Usage (root): tests/bench/bpf_cost.sh [BUILD_DIR]     BUILD_DIR defaults to <repo>/build.
-# Tunables (environment): PAGES=262144 (1 GiB) CHILD_MS=5000 RUNS=5 THPTRACE_BIN WORKLOAD_BIN
+# Tunables (environment): PAGES=262144 (1 GiB) CHILD_MS=5000 RUNS=5 SAMPLE_COPIES=64 THPTRACE_BIN WORKLOAD_BIN
 #   (default BUILD_DIR/userspace/cli/thptrace and BUILD_DIR/tests/runtime/dirty_after_fork).
 # Changes to the system, all undone on exit: kernel.bpf_stats_enabled=1 during part 1, tracefs mounted at
 # /sys/kernel/tracing when it was not (bpftrace needs it for tracepoint formats).
@@ -31,6 +33,7 @@ burst_threads=${BURST_THREADS:-$(nproc)}
 pages=${PAGES:-262144}
 child_ms=${CHILD_MS:-5000}
 runs=${RUNS:-5}
+sample_copies=${SAMPLE_COPIES:-64}
 parts=${PARTS:-1 2 3}
 has_part() { [[ " $parts " == *" $1 "* ]]; }
 have_bt=0
@@ -307,6 +310,7 @@ fi
 untraced=()
 traced=()
 sampled=()
+sent=()
 bpftraced=()
 drops=()
 run_untraced() {
@@ -327,12 +331,14 @@ run_traced() {
 }
 
 run_sampled() {
+  [ "$sample_copies" -gt 0 ] || return 0
   start_workload
-  start_capture "$work/sampled$1.json" --sample-copies 64
+  start_capture "$work/sampled$1.json" --sample-copies "$sample_copies"
   go_and_time
   finish_workload
   wait_capture
   sampled+=("$dirty_ns")
+  sent+=("$(python3 -c 'import json,sys; print(sum((f.get("copies") or {}).get("samples", 0) for f in json.load(open(sys.argv[1]))["forks"]))' "$work/sampled$1.json")")
 }
 
 run_bpftraced() {
@@ -357,9 +363,12 @@ for i in $(seq 1 "$runs"); do
   esac
 done
 
-has_part 2 && python3 - "$pages" "${untraced[*]}" "${traced[*]}" "${bpftraced[*]}" "${sampled[*]}" "${drops[@]}" <<'PY'
+has_part 2 && python3 - "$pages" "$sample_copies" "${sent[*]}" "${untraced[*]}" "${traced[*]}" "${bpftraced[*]}" "${sampled[*]}" "${drops[@]}" <<'PY'
 import statistics, sys
 pages = int(sys.argv[1])
+every = int(sys.argv[2])
+sent = [int(x) for x in sys.argv[3].split()]
+del sys.argv[2:4]
 u = [int(x) for x in sys.argv[2].split()]
 t = [int(x) for x in sys.argv[3].split()]
 b = [int(x) for x in sys.argv[4].split()]
@@ -370,13 +379,17 @@ med = statistics.median
 print(f"dirty {pages} pages after fork, {len(u)} interleaved runs of each (ms; bpf_stats off):")
 print(f"  untraced:          {ms(u)}   median {med(u) / 1e6:.1f}")
 print(f"  thptrace:          {ms(t)}   median {med(t) / 1e6:.1f}   (defaults: copies not sampled)")
-print(f"  thptrace sampled:  {ms(s)}   median {med(s) / 1e6:.1f}   (--sample-copies 64)")
+if s:
+    print(f"  thptrace sampled:  {ms(s)}   median {med(s) / 1e6:.1f}   (--sample-copies {every}; "
+          f"samples sent: {' '.join(map(str, sent))})")
 if b:
     print(f"  bpftrace one-liner: {ms(b)}   median {med(b) / 1e6:.1f}")
 print(f"  thptrace/untraced: {med(t) / med(u):.3f} (ratio of medians; goal <= 1.05), "
       f"{statistics.mean(t) / statistics.mean(u):.3f} (ratio of means), {min(t) / min(u):.3f} (ratio of fastest runs)")
-print(f"  thptrace sampled/untraced: {med(s) / med(u):.3f}; sampled/unsampled: {med(s) / med(t):.3f} "
-      f"(+{(med(s) - med(t)) / pages:.0f} ns per fault for the sampling)")
+if s:
+    print(f"  thptrace sampled/untraced: {med(s) / med(u):.3f}; sampled/unsampled: {med(s) / med(t):.3f} "
+          f"(+{(med(s) - med(t)) / pages:.0f} ns per fault, "
+          f"{(med(s) - med(t)) / max(1, med(sent)) / 1e3:.1f} us per sample sent)")
 if b:
     print(f"  bpftrace/untraced: {med(b) / med(u):.3f} (ratio of medians)")
 us_per_fault = lambda v: med(v) / pages / 1e3

@@ -17,7 +17,9 @@
 # its runs and run_time_ns per run and per COW fault of the unrelated process.
 # Usage (root): tests/bench/host_overhead.sh [BUILD_DIR]    BUILD_DIR defaults to <repo>/build.
 # Tunables (environment): RUNS=5 ROUNDS=3 GETPPID_N=2000000 PIPE_N=50000 MIB=256 THPTRACE_BIN
-#   BASELINE_BIN EMPTY_HOOKS STATS=1.
+#   BASELINE_BIN EMPTY_HOOKS STATS=1 PIN_CPU (a CPU to run the unrelated work on, e.g. 1: both ends
+#   of the pipe then share it, which takes out the bimodal cross-CPU wake-ups; thptrace and Redis
+#   stay free to run anywhere).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,6 +36,8 @@ baseline=${BASELINE_BIN:-}
 empty_hooks=${EMPTY_HOOKS:-}
 empty_bin=$build/tests/bench/empty_progs
 with_stats=${STATS:-1}
+pin=()
+[ -z "${PIN_CPU:-}" ] || pin=(taskset -c "$PIN_CPU")
 
 die() { echo "$0: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "run as root (thptrace loads BPF programs)."
@@ -96,7 +100,7 @@ declare -A samples  # samples[condition,work] = "ns ns ..."
 measure() {  # measure CONDITION
   local w ns
   for w in "${works[@]}"; do
-    ns=$("$work_bin" "$w" "$(arg_of "$w")" "$rounds")
+    ns=$("${pin[@]}" "$work_bin" "$w" "$(arg_of "$w")" "$rounds")
     samples[$1,$w]+="$ns "
   done
 }
@@ -202,7 +206,7 @@ for c in default fallback; do
   start_capture $(arm "$c")
   sysctl -q -w kernel.bpf_stats_enabled=1
   prog_stats "$cap_pid" >"$work/stats.before"
-  ns=$("$work_bin" cow "$mib" 1)
+  ns=$("${pin[@]}" "$work_bin" cow "$mib" 1)
   prog_stats "$cap_pid" >"$work/stats.after"
   sysctl -q -w kernel.bpf_stats_enabled="$stats_before"
   stop_capture
