@@ -17,9 +17,9 @@
 # its runs and run_time_ns per run and per COW fault of the unrelated process.
 # Usage (root): tests/bench/host_overhead.sh [BUILD_DIR]    BUILD_DIR defaults to <repo>/build.
 # Tunables (environment): RUNS=5 ROUNDS=3 GETPPID_N=2000000 PIPE_N=50000 MIB=256 THPTRACE_BIN
-#   BASELINE_BIN EMPTY_HOOKS STATS=1 PIN_CPU (a CPU to run the unrelated work on, e.g. 1: both ends
-#   of the pipe then share it, which takes out the bimodal cross-CPU wake-ups; thptrace and Redis
-#   stay free to run anywhere).
+#   BASELINE_BIN EMPTY_HOOKS STATS=1 WORKS="getppid pipe touch cow" (a subset runs alone) PIN_CPU (a
+#   CPU to run the unrelated work on, e.g. 1: both ends of the pipe then share it, which takes out the
+#   bimodal cross-CPU wake-ups; thptrace and Redis stay free to run anywhere).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -87,7 +87,7 @@ stop_capture() {
   cap_pid=
 }
 
-works=(getppid pipe touch cow)
+read -r -a works <<<"${WORKS:-getppid pipe touch cow}"
 arg_of() {
   case $1 in
     getppid) echo "$getppid_n" ;;
@@ -166,10 +166,10 @@ python3 - "$runs" <<EOF
 import statistics, sys
 samples = {}
 $(for key in "${!samples[@]}"; do echo "samples['$key'] = [float(x) for x in '${samples[$key]}'.split()]"; done)
-works = ['getppid', 'pipe', 'touch', 'cow']
+works = '${works[*]}'.split()
 unit = {'getppid': 'ns per call', 'pipe': 'ns per round trip', 'touch': 'ns per fault', 'cow': 'ns per fault'}
 print()
-arms = [c for c in ('default', 'fallback', 'baseline', 'empty') if f'{c},getppid' in samples]
+arms = [c for c in ('default', 'fallback', 'baseline', 'empty') if f'{c},{works[0]}' in samples]
 print("| work | untraced | " + " | ".join(f"{c} | ratio" for c in arms) + " |")
 print("|---|---|" + "---|---|" * len(arms))
 for w in works:

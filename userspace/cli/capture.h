@@ -9,10 +9,10 @@
 
 namespace thptrace::cli {
 
-// Copy sampling is asked for (--sample-copies 64 is a good start): at 1 in 64 it made a parent's
-// copy-on-write faults 15% slower here (tests/bench/bpf_cost.sh, docs/attribution.md), past the
-// overhead goals every capture keeps by default.
-inline constexpr uint32_t kDefaultSampleCopies = 0;
+// 1 in 64 copy-on-write faults sampled with their stacks: 4.2 us a sample here, 0.4% on a parent's
+// faults while it dirties 1 GiB (tests/bench/bpf_cost.sh, docs/attribution.md), and a few hundred
+// samples for a fork that copies tens of thousands of pages.
+inline constexpr uint32_t kDefaultSampleCopies = 64;
 
 struct CaptureOptions {
   int pid = 0;

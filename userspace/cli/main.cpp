@@ -49,7 +49,7 @@ int capture_main(int argc, char** argv) {
       "ringbuf-kb", po::value<size_t>()->default_value(256), "ring buffer size, KiB")(
       "sample-copies", po::value<long long>()->default_value(cli::kDefaultSampleCopies),
       "sample 1 in N copy-on-write faults while a fork child lives, with the call stack, to say which code "
-      "paths and mappings the copies come from (a power of two, e.g. 64; 0 = off, the default)")(
+      "paths and mappings the copies come from (a power of two; 0 = off)")(
       "verbose,v", "print libbpf's messages and debug lines");
   add_redis_connection_options(desc);
   po::variables_map vm;
