@@ -32,10 +32,10 @@ static __always_inline void add_latency(__u64 *hist, __u64 *total, __u64 *count,
 
 /* One write fault on a present page by `tgid`, counted in the hash maps (the slow path: fork
  * children, targets whose fast-path line another target owns). ns = handler time (0 when unknown).
- * ctx: the tracepoint program's context, for a sampled copy's stack; NULL (the fentry path, which
- * does not sample yet) leaves the sampler out at compile time. */
-static __always_inline void count_fault(void *ctx, __u32 tgid, __u64 address, __u64 ns, bool huge,
-					bool split)
+ * Returns whether the fault is a copy by a watched process while one of its fork children lives: one
+ * for the caller's sampler (sample_copy), which knows where the fault's address is. A huge fault that
+ * falls back (split) is not: it is retried at pte level, where it is counted and may be sampled. */
+static __always_inline bool count_fault(__u32 tgid, __u64 ns, bool huge, bool split)
 {
 	struct thptrace_target *tgt = bpf_map_lookup_elem(&targets, &tgid);
 	struct thptrace_episode *child;
@@ -62,9 +62,7 @@ static __always_inline void count_fault(void *ctx, __u32 tgid, __u64 address, __
 				add_latency(ep->fault_lat, &ep->fault_ns_total, &ep->fault_ns_count, ns);
 			live = true;
 		});
-		if (ctx && live && (!huge || !split))
-			sample_copy(ctx, tgid, address);
-		return;
+		return live && (!huge || !split);
 	}
 	/* A fork child of a watched process: its own faults (writes to pages it shares with the parent). */
 	child = bpf_map_lookup_elem(&episodes, &tgid);
@@ -74,6 +72,7 @@ static __always_inline void count_fault(void *ctx, __u32 tgid, __u64 address, __
 		if (tgt)
 			__sync_fetch_and_add(&tgt->child_cow_faults, 1);
 	}
+	return false;
 }
 
 /* ---- first choice: fentry/fexit ---- */
@@ -111,16 +110,33 @@ static __always_inline struct thptrace_hot *watched_line(__u32 tgid, bool *owner
 	return *owner || h->slow ? h : NULL;
 }
 
+/* The faulting user address of a wp fault, read only when a sample is due. vmf->real_address is the
+ * address as faulted, since Linux 5.17 (commit 824ddc601adc, "userfaultfd: provide unmasked address on
+ * page-fault"); before it, vmf->address is the only one, rounded down to its page, which is as good
+ * for naming the mapping. CO-RE: newer kernels keep both in a const anonymous struct inside struct
+ * vm_fault (5.10 has them directly in it); libbpf's field matching looks through anonymous members. */
+static __always_inline __u64 wp_address(struct vm_fault *vmf)
+{
+	if (bpf_core_field_exists(vmf->real_address))
+		return BPF_CORE_READ(vmf, real_address);
+	return BPF_CORE_READ(vmf, address);
+}
+
 /* One wp fault by `tgid`, whose line passed the filter, that took ns in the handler (0 when its
  * start was not seen: counted, not timed). A line owner counts on this CPU's counters, whatever the
- * number of threads faulting at once; anyone else in the hash maps. */
-static __always_inline void wp_count(__u32 tgid, struct thptrace_hot *h, bool owner, bool huge, bool split,
-				     __u64 ns)
+ * number of threads faulting at once; anyone else in the hash maps. Sampled as the tracepoint path
+ * samples (on_user_fault, count_fault): the copies counted (not a huge fault that falls back to pte
+ * level, where it is retried and counted) while a child lives, with the owner's count on this CPU as
+ * the tick on the fast path. ctx: the fexit program's, for the user stack (bpf_get_stack is allowed
+ * in fentry/fexit programs since they exist, Linux 5.5). */
+static __always_inline void wp_count(void *ctx, struct vm_fault *vmf, __u32 tgid, struct thptrace_hot *h,
+				     bool owner, bool huge, bool split, __u64 ns)
 {
 	struct thptrace_pcpu *p;
 
 	if (!owner) {
-		count_fault(NULL, tgid, 0, ns, huge, split);
+		if (count_fault(tgid, ns, huge, split))
+			sample_copy(ctx, tgid, wp_address(vmf));
 		return;
 	}
 	p = pcpu_of(h);
@@ -134,6 +150,8 @@ static __always_inline void wp_count(__u32 tgid, struct thptrace_hot *h, bool ow
 		__sync_fetch_and_add(&p->thp_splits, 1);
 	if (ns)
 		add_latency(p->fault_lat, &p->fault_ns_total, &p->fault_ns_count, ns);
+	if (!split && sample_due(p->cow_faults) && h->live)
+		sample_send(ctx, tgid, wp_address(vmf));
 }
 
 static __always_inline int wp_enter(bool huge)
@@ -156,7 +174,7 @@ static __always_inline int wp_enter(bool huge)
 /* The fault is counted whether or not its start was seen: the count never depends on the start
  * (a thread whose storage could not be created, a target watched while the fault was in flight),
  * only the latency does. */
-static __always_inline int wp_exit(bool huge, long ret)
+static __always_inline int wp_exit(void *ctx, struct vm_fault *vmf, bool huge, long ret)
 {
 	__u32 tgid = current_tgid();
 	bool split = huge && (ret & VM_FAULT_FALLBACK_BIT);
@@ -179,7 +197,7 @@ static __always_inline int wp_exit(bool huge, long ret)
 		else
 			s->wp_ns = 0;
 	}
-	wp_count(tgid, h, owner, huge, split, begin ? (bpf_ktime_get_ns() - begin) | 1 : 0);
+	wp_count(ctx, vmf, tgid, h, owner, huge, split, begin ? (bpf_ktime_get_ns() - begin) | 1 : 0);
 	return 0;
 }
 
@@ -192,7 +210,7 @@ int BPF_PROG(wp_fentry, struct vm_fault *vmf)
 SEC("fexit/do_wp_page")
 int BPF_PROG(wp_fexit, struct vm_fault *vmf, long ret)
 {
-	return wp_exit(false, ret);
+	return wp_exit(ctx, vmf, false, ret);
 }
 
 SEC("fentry/do_huge_pmd_wp_page")
@@ -204,7 +222,7 @@ int BPF_PROG(huge_wp_fentry, struct vm_fault *vmf)
 SEC("fexit/do_huge_pmd_wp_page")
 int BPF_PROG(huge_wp_fexit, struct vm_fault *vmf, long ret)
 {
-	return wp_exit(true, ret);
+	return wp_exit(ctx, vmf, true, ret);
 }
 
 /* The same without task storage (Linux 5.5-5.11): the start in the starts hash, keyed by kind and
@@ -218,7 +236,7 @@ static __always_inline int wp_enter_compat(enum start_kind kind)
 	return 0;
 }
 
-static __always_inline int wp_exit_compat(enum start_kind kind, long ret)
+static __always_inline int wp_exit_compat(void *ctx, struct vm_fault *vmf, enum start_kind kind, long ret)
 {
 	bool huge = kind == START_HUGE_WP_FAULT;
 	bool split = huge && (ret & VM_FAULT_FALLBACK_BIT);
@@ -231,7 +249,7 @@ static __always_inline int wp_exit_compat(enum start_kind kind, long ret)
 	if (!h)
 		return 0;
 	begin = start_take(kind);
-	wp_count(tgid, h, owner, huge, split, begin ? (bpf_ktime_get_ns() - begin) | 1 : 0);
+	wp_count(ctx, vmf, tgid, h, owner, huge, split, begin ? (bpf_ktime_get_ns() - begin) | 1 : 0);
 	return 0;
 }
 
@@ -244,7 +262,7 @@ int BPF_PROG(wp_fentry_compat, struct vm_fault *vmf)
 SEC("fexit/do_wp_page")
 int BPF_PROG(wp_fexit_compat, struct vm_fault *vmf, long ret)
 {
-	return wp_exit_compat(START_WP_FAULT, ret);
+	return wp_exit_compat(ctx, vmf, START_WP_FAULT, ret);
 }
 
 SEC("fentry/do_huge_pmd_wp_page")
@@ -256,7 +274,7 @@ int BPF_PROG(huge_wp_fentry_compat, struct vm_fault *vmf)
 SEC("fexit/do_huge_pmd_wp_page")
 int BPF_PROG(huge_wp_fexit_compat, struct vm_fault *vmf, long ret)
 {
-	return wp_exit_compat(START_HUGE_WP_FAULT, ret);
+	return wp_exit_compat(ctx, vmf, START_HUGE_WP_FAULT, ret);
 }
 
 /* ---- fallback: the page_fault_user and page_fault_kernel tracepoints ---- */
@@ -281,8 +299,8 @@ static __always_inline int on_user_fault(void *ctx, unsigned long address, unsig
 	if (!h)
 		return 0;
 	if (h->tgid != tgid) {
-		if (h->slow)
-			count_fault(ctx, tgid, address, 0, false, false);
+		if (h->slow && count_fault(tgid, 0, false, false))
+			sample_copy(ctx, tgid, address);
 		return 0;
 	}
 	p = pcpu_of(h);

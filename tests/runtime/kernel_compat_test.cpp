@@ -55,8 +55,9 @@ TEST(Tracer, BelowTheMinimumKernelRefusesWithOneSentence) {
 
 // The fentry COW programs keep each fault's start in task storage; where tracing programs may not use
 // it (before 5.13) their *_compat build keeps it in the starts hash. Both must count and time every
-// fault. The default build is what the Cow.* tests run; this one is forced here, where fentry loads
-// (the 6.1 and 6.12 guests; the host refuses fentry).
+// fault, and sample 1 in N of the parent's copies while the child lives with its user stack. The
+// default build is what the Cow.* and Attribution.* tests run; this one is forced here, where fentry
+// loads (the 6.1 and 6.12 guests; the host refuses fentry).
 TEST(Tracer, FentryWithoutTaskStorageCountsAndTimesEveryFault) {
   REQUIRE_BPF();
   auto modes = tracer::choose_modes(false, "");
@@ -67,7 +68,8 @@ TEST(Tracer, FentryWithoutTaskStorageCountsAndTimesEveryFault) {
   const long child_ms = vm && std::string(vm) == "1" ? 4000 : 600;
   Process work({workload_bin(), std::to_string(kPages), std::to_string(child_ms), "4k"});
   ASSERT_TRUE(work.wait_stdout_line("ready", 20s)) << work.err();
-  tracer::Tracer t(modes);
+  constexpr uint32_t kEvery = 64;
+  tracer::Tracer t(modes, tracer::TracerOptions{.sample_every = kEvery});
   ASSERT_EQ(t.modes().cow_fault.mode, tracer::Mode::fentry) << t.modes().cow_fault.why;
   ASSERT_FALSE(t.modes().task_storage);
   t.attach();
@@ -82,6 +84,20 @@ TEST(Tracer, FentryWithoutTaskStorageCountsAndTimesEveryFault) {
   ASSERT_TRUE(episode) << "no exit record of the workload's fork child";
   EXPECT_NEAR(static_cast<double>(episode->cow_faults), kPages, 0.02 * kPages);
   EXPECT_GE(episode->fault_ns_count, episode->cow_faults) << "every counted fault was timed";
+  // The samples were sent before the child's exit record; one more poll takes any still in the ring.
+  t.poll(100, [](const thptrace_event&) {});
+  size_t samples = 0, with_stack = 0;
+  for (const auto& s : t.take_copy_samples()) {
+    if (s.tgid != static_cast<__u32>(work.pid())) continue;
+    ++samples;
+    if (s.frames > 0 && s.address) ++with_stack;
+  }
+  // 1 in 64 of the parent's copies, ticked on each CPU's count: 64 for the 4,096 pages, give or take
+  // one per CPU and the parent's few other copies (its stack, libc's data) while the child lives.
+  EXPECT_GE(samples, kPages / kEvery - 4);
+  EXPECT_LE(samples, kPages / kEvery + 8);
+  EXPECT_EQ(with_stack, samples) << "every sample has an address and a user stack";
+  EXPECT_EQ(t.copy_samples_dropped(), 0u);
   EXPECT_TRUE(work.wait_stdout_line("done", 30s));
   EXPECT_EQ(work.wait(10s), 0);
 }
