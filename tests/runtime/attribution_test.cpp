@@ -85,9 +85,11 @@ double function_share(const nlohmann::json& copies, const std::string& function)
 
 // A capture of `binary` (a redis-server) under a SET load during a BGSAVE made to last a few seconds
 // (rdb-key-save-delay: 10 µs asked per key, usleep's granularity makes it more), with 20,000 keys
-// that expire 1 s into the fork when `expiring`; copies sampled 1 in 4: the SETs make only about 650
-// copies in the fork's few seconds here, and at 1 in 16 a share was 40 samples' worth (± 8 points
-// from one run to the next). The bgsave fork's `copies`, or null after a failed assertion.
+// that expire 1 s into the fork when `expiring`; copies sampled 1 in 4. The load is pipelined (-P 8):
+// unpipelined, 2 clients made only about 650 copies in the fork, and 300 with a CPU taken by something
+// else, when the copies every fork makes whatever the load (jemalloc's fork handler, libc's memset and
+// memmove from code without frame pointers, the cron) are about 100: their share then depends on how
+// busy the machine is. The bgsave fork's `copies`, or null after a failed assertion.
 nlohmann::json bgsave_copies_under_load(const std::string& binary, bool expiring) {
   RedisServer redis({}, 0, binary);
   redis.cmd({"DEBUG", "POPULATE", "50000", "key", "200"});
@@ -99,7 +101,7 @@ nlohmann::json bgsave_copies_under_load(const std::string& binary, bool expiring
   if (expiring) redis.cmd({"EVAL", "for i = 1, 20000 do redis.call('SET', 'ttl:' .. i, 'x', 'PX', 1000) end", "0"});
   redis.cmd({"CONFIG", "SET", "rdb-key-save-delay", "10"});
   Process load({"redis-benchmark", "-p", std::to_string(redis.port()), "-t", "set", "-r", "100000", "-d", "100", "-c",
-                "2", "-n", "100000000", "-q"});
+                "2", "-P", "8", "-n", "100000000", "-q"});
   std::this_thread::sleep_for(300ms);
   redis.cmd({"BGSAVE"});
   std::this_thread::sleep_for(500ms);
@@ -150,9 +152,10 @@ TEST(Attribution, TwoWritersThreeToOneForcedFallback) {
 // expiring: most copies are made on the commands' write path, processInputBuffer, in its two halves:
 // parsing the arguments into objects (processMultibulkBuffer → createStringObject: SET stores the
 // value object parsed, so this is where each value is written) and executing them (processCommand →
-// call → setCommand: the keyspace's dict entries). Runs here: processInputBuffer 80–83% of the
-// samples, call 44–45%, processMultibulkBuffer 33–37% (docs/attribution.md). Filling the query buffer
-// (readQueryFromClient's read, outside processInputBuffer) made next to none (1 sample in 166).
+// call → setCommand: the keyspace's dict entries). Runs here, with a kernel-matrix guest taking a CPU:
+// processInputBuffer 90–93% of the samples, call 43–49%, processMultibulkBuffer 40–49%
+// (docs/attribution.md). Filling the query buffer (readQueryFromClient's read, outside
+// processInputBuffer) made none.
 TEST(Attribution, RedisSetLoadDuringBgsave) {
   REQUIRE_BPF();
   std::string why;
@@ -164,7 +167,7 @@ TEST(Attribution, RedisSetLoadDuringBgsave) {
   const auto copies = bgsave_copies_under_load(server->binary, false);
   ASSERT_TRUE(copies.is_object());
   print_shares("RedisSetLoadDuringBgsave", copies);
-  EXPECT_GE(copies.at("samples").get<uint64_t>(), 40u) << copies.dump(1);  // 157–166 here
+  EXPECT_GE(copies.at("samples").get<uint64_t>(), 80u) << copies.dump(1);  // 277–498 here
   EXPECT_TRUE(copies.at("stacks_partial").is_null()) << copies.dump(1);
   const double commands = function_share(copies, "processInputBuffer");
   EXPECT_GT(commands, 0.5) << copies.dump(1);
@@ -172,7 +175,8 @@ TEST(Attribution, RedisSetLoadDuringBgsave) {
   EXPECT_GT(function_share(copies, "setCommand"), 0.2) << copies.dump(1);
   EXPECT_GT(function_share(copies, "processMultibulkBuffer"), 0.15) << copies.dump(1);
   EXPECT_LT(function_share(copies, "readQueryFromClient") - commands, 0.1) << copies.dump(1);
-  EXPECT_EQ(function_share(copies, "activeExpireCycle"), 0) << copies.dump(1);
+  // No key expires; the cron's expiry pass still writes its statistics (4% in a run under load).
+  EXPECT_LT(function_share(copies, "activeExpireCycle"), 0.1) << copies.dump(1);
 }
 
 // The same with 20,000 keys expiring 1 s into the fork: active expiry's deletions make copies of
