@@ -55,8 +55,6 @@ SystemCounters read_system_counters() {
   return c;
 }
 
-Sample take_sample(pid_t pid) { return take_sample(pid, read_system_counters()); }
-
 Sample take_sample(pid_t pid, const SystemCounters& system, bool walk) {
   Sample s;
   s.ts_ns = monotonic_ns();

@@ -61,7 +61,6 @@ SystemCounters read_system_counters();
 // (smaps_rollup's Rss only where status has none). walk = false leaves smaps_rollup out, and with it
 // AnonHugePages (0): reading it walks every page table of the process, which is what it costs.
 Sample take_sample(pid_t pid, const SystemCounters& system, bool walk = true);
-Sample take_sample(pid_t pid);
 // The cheap part of a sample on top of the last full one: the machine's side (`system`), the time,
 // whether the process lives and its RSS (statm). The rest (AnonHugePages, THP_enabled, the memory
 // cgroup) stays as `last` had it.
