@@ -3,8 +3,8 @@
 // (/proc/vmstat thp_*), timestamped on CLOCK_MONOTONIC like the BPF events so the correlator can take
 // deltas over a fork episode's window.
 
-#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -117,6 +117,7 @@ class Sampler {
 
  private:
   void run();
+  void halt();  // ends the thread: wakes it from its sleep between samples and joins it
 
   Sample sample();  // one sample, walking the page tables when due
 
@@ -124,8 +125,9 @@ class Sampler {
   std::chrono::milliseconds interval_;
   std::chrono::steady_clock::time_point next_walk_{};
   uint64_t anon_huge_pages_kb_ = 0;  // from the last walk
-  std::atomic<bool> stop_{false};
   std::mutex mu_;
+  std::condition_variable wake_;  // stop() wakes the thread's sleep between samples
+  bool stop_ = false;             // under mu_
   SampleSeries series_;
   std::thread thread_;
 };
