@@ -7,17 +7,22 @@
 #   getppid   a system-call loop            pipe   one-byte round trips between two processes
 #   touch     first touch of fresh memory   cow    copy-on-write faults after an unwatched fork
 # "traced" is a capture (`thptrace --pid`) of a redis-server this script starts on 127.0.0.1, in
-# thptrace's default attach modes and again with --force-fallback. Prints ns per operation, the
-# medians, and traced/untraced ratios of the medians (goal: ≤ 1.01).
-# With BASELINE_BIN (an older thptrace) a fourth arm is that binary in its default modes. With
+# thptrace's default attach modes and again with --force-fallback. The `hooks` arm is the same
+# capture with its userspace quiet (no --redis, /proc read once a minute): every program attached as
+# in the default arm, but no 10 Hz sampling or polling beside them, so hooks and userspace are told
+# apart. Prints ns per operation, the medians, traced/untraced ratios of the medians (goal: ≤ 1.01),
+# and the median of each run's own traced/untraced (steadier where the machine's level drifts).
+# With BASELINE_BIN (an older thptrace) another arm is that binary in its default modes. With
 # EMPTY_HOOKS (e.g. "tp_btf:page_fault_user tp_btf:page_fault_kernel") another arm attaches EMPTY
 # programs on those hooks (tests/bench/empty_progs), no capture: what being attached there costs at all.
+# With PEER_HZ (e.g. 10) a control arm runs no BPF at all, only a process that wakes PEER_HZ times a
+# second: what any periodic process beside the work costs on this machine.
 # Then, unless STATS=0, where the time goes: the COW work once more under a capture with
 # kernel.bpf_stats_enabled on (for that run only), and each of the capture's programs that ran, with
 # its runs and run_time_ns per run and per COW fault of the unrelated process.
 # Usage (root): tests/bench/host_overhead.sh [BUILD_DIR]    BUILD_DIR defaults to <repo>/build.
 # Tunables (environment): RUNS=5 ROUNDS=3 GETPPID_N=2000000 PIPE_N=50000 MIB=256 THPTRACE_BIN
-#   BASELINE_BIN EMPTY_HOOKS STATS=1 WORKS="getppid pipe touch cow" (a subset runs alone) PIN_CPU (a
+#   BASELINE_BIN EMPTY_HOOKS PEER_HZ STATS=1 WORKS="getppid pipe touch cow" (a subset runs alone) PIN_CPU (a
 #   CPU to run the unrelated work on, e.g. 1: both ends of the pipe then share it, which takes out the
 #   bimodal cross-CPU wake-ups; thptrace and Redis stay free to run anywhere).
 set -euo pipefail
@@ -34,6 +39,7 @@ pipe_n=${PIPE_N:-50000}
 mib=${MIB:-256}
 baseline=${BASELINE_BIN:-}
 empty_hooks=${EMPTY_HOOKS:-}
+peer_hz=${PEER_HZ:-}
 empty_bin=$build/tests/bench/empty_progs
 with_stats=${STATS:-1}
 pin=()
@@ -51,10 +57,12 @@ command -v redis-server >/dev/null || die "redis-server is missing (scripts/inst
 work=$(mktemp -d /tmp/thptrace-host.XXXXXX)
 cap_pid=
 em_pid=
+peer_pid=
 stats_before=$(sysctl -n kernel.bpf_stats_enabled)
 cleanup() {
   if [ -n "$cap_pid" ]; then kill -INT "$cap_pid" 2>/dev/null || true; wait "$cap_pid" 2>/dev/null || true; fi
   if [ -n "$em_pid" ]; then kill "$em_pid" 2>/dev/null || true; wait "$em_pid" 2>/dev/null || true; fi
+  if [ -n "$peer_pid" ]; then kill "$peer_pid" 2>/dev/null || true; wait "$peer_pid" 2>/dev/null || true; fi
   sysctl -q -w kernel.bpf_stats_enabled="$stats_before" || true
   bench_stop_redis
   rm -rf "$work"
@@ -65,11 +73,8 @@ trap 'exit 130' INT TERM
 port=$(bench_free_port 6420)
 bench_start_redis "$port" "$work"
 
-start_capture() {  # start_capture BINARY [FLAGS...]: returns once its probes are attached
-  local bin=$1
-  shift
-  "$bin" --pid "$BENCH_REDIS_PID" --redis "127.0.0.1:$port" --duration 3600 "$@" \
-    >"$work/capture.out" 2>"$work/capture.err" &
+start_capture() {  # start_capture COMMAND...: returns once its probes are attached
+  "$@" >"$work/capture.out" 2>"$work/capture.err" &
   cap_pid=$!
   local i
   for i in $(seq 1 300); do
@@ -129,18 +134,34 @@ stop_empty() {
   em_pid=
 }
 
-conditions=(untraced default fallback)
+# A process with no BPF that wakes $peer_hz times a second, as long as it lives.
+start_peer() {
+  python3 -c 'import sys, time
+while True: time.sleep(1 / float(sys.argv[1]))' "$peer_hz" &
+  peer_pid=$!
+}
+
+stop_peer() {
+  kill "$peer_pid"
+  wait "$peer_pid" 2>/dev/null || true
+  peer_pid=
+}
+
+conditions=(untraced default fallback hooks)
 [ -z "$baseline" ] || conditions+=(baseline)
 [ -z "$empty_hooks" ] || conditions+=(empty)
-arm() {  # arm CONDITION: the binary and flags of a traced arm
+[ -z "$peer_hz" ] || conditions+=(peer)
+arm() {  # arm CONDITION: the command line of a traced arm
+  local target="--pid $BENCH_REDIS_PID --duration 3600"
   case $1 in
-    fallback) echo "$thptrace --force-fallback" ;;
-    baseline) echo "$baseline" ;;
-    *) echo "$thptrace" ;;
+    default) echo "$thptrace $target --redis 127.0.0.1:$port" ;;
+    fallback) echo "$thptrace $target --redis 127.0.0.1:$port --force-fallback" ;;
+    hooks) echo "$thptrace $target --interval-ms 60000" ;;
+    baseline) echo "$baseline $target --redis 127.0.0.1:$port" ;;
   esac
 }
 
-echo "host_overhead: $(nproc) CPUs, kernel $(uname -r), thptrace $thptrace, $runs runs, best of $rounds each, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "host_overhead: $(nproc --all) CPUs, kernel $(uname -r), thptrace $thptrace, $runs runs, best of $rounds each, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$runs"); do
   # Rotate the order so that no condition always runs first (warm caches, frequency).
   for k in $(seq 0 $((${#conditions[@]} - 1))); do
@@ -148,13 +169,17 @@ for r in $(seq 1 "$runs"); do
     case $c in
       untraced) ;;
       empty) start_empty ;;
-      # shellcheck disable=SC2046
-      *) start_capture $(arm "$c") ;;
+      peer) start_peer ;;
+      *)
+        # shellcheck disable=SC2046
+        start_capture $(arm "$c")
+        ;;
     esac
     measure "$c"
     case $c in
       untraced) ;;
       empty) stop_empty ;;
+      peer) stop_peer ;;
       *) stop_capture ;;
     esac
   done
@@ -169,7 +194,7 @@ $(for key in "${!samples[@]}"; do echo "samples['$key'] = [float(x) for x in '${
 works = '${works[*]}'.split()
 unit = {'getppid': 'ns per call', 'pipe': 'ns per round trip', 'touch': 'ns per fault', 'cow': 'ns per fault'}
 print()
-arms = [c for c in ('default', 'fallback', 'baseline', 'empty') if f'{c},{works[0]}' in samples]
+arms = [c for c in ('default', 'fallback', 'hooks', 'baseline', 'empty', 'peer') if f'{c},{works[0]}' in samples]
 print("| work | untraced | " + " | ".join(f"{c} | ratio" for c in arms) + " |")
 print("|---|---|" + "---|---|" * len(arms))
 for w in works:
@@ -179,6 +204,14 @@ for w in works:
         m = statistics.median(samples[f'{c},{w}'])
         row += [f"{m:.1f}", f"{m / base:.3f}"]
     print(f"| {w} ({unit[w]}) | " + " | ".join(row) + " |")
+# Each run measures every arm seconds apart, so each run's own traced/untraced cancels the machine's
+# slower drifts; their median is the steadier figure where the runs' levels shift.
+print()
+print("paired: the median over runs of each run's traced/untraced")
+for w in works:
+    u = samples[f'untraced,{w}']
+    print(f"  {w}: " + "  ".join(
+        f"{c} {statistics.median(t / b for t, b in zip(samples[f'{c},{w}'], u)):.3f}" for c in arms))
 print()
 for k in sorted(samples):
     print(f"  {k}: " + " ".join(f"{x:.1f}" for x in samples[k]))
