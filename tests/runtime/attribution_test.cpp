@@ -158,12 +158,7 @@ TEST(Attribution, TwoWritersThreeToOneForcedFallback) {
 // processInputBuffer) made none.
 TEST(Attribution, RedisSetLoadDuringBgsave) {
   REQUIRE_BPF();
-  std::string why;
-  const auto server = fetched_server("redis-8.0.2", &why);
-  if (!server) {
-    if (bpf_required()) FAIL() << why;
-    GTEST_SKIP() << why;
-  }
+  REQUIRE_FETCHED_SERVER(server, "redis-8.0.2");
   const auto copies = bgsave_copies_under_load(server->binary, false);
   ASSERT_TRUE(copies.is_object());
   print_shares("RedisSetLoadDuringBgsave", copies);
@@ -183,12 +178,7 @@ TEST(Attribution, RedisSetLoadDuringBgsave) {
 // their own, and the path appears by name.
 TEST(Attribution, RedisKeysExpiringDuringBgsave) {
   REQUIRE_BPF();
-  std::string why;
-  const auto server = fetched_server("redis-8.0.2", &why);
-  if (!server) {
-    if (bpf_required()) FAIL() << why;
-    GTEST_SKIP() << why;
-  }
+  REQUIRE_FETCHED_SERVER(server, "redis-8.0.2");
   const auto copies = bgsave_copies_under_load(server->binary, true);
   ASSERT_TRUE(copies.is_object());
   print_shares("RedisKeysExpiringDuringBgsave", copies);

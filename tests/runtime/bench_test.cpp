@@ -269,12 +269,7 @@ namespace {
 // rdb channel, the self-check passed (sync_full grew by three, the forks served exactly them, each
 // online, reason full_sync_rdb_channel, `channel_state` seen), and the results say so.
 void scale_out_over_channel(const std::string& build, const std::string& label, const std::string& channel_state) {
-  std::string why;
-  const auto server = fetched_server(build, &why);
-  if (!server) {
-    if (bpf_required()) FAIL() << why;
-    GTEST_SKIP() << why;
-  }
+  REQUIRE_FETCHED_SERVER(server, build);
   const fs::path dir = make_temp_dir("thptrace-bench-test-");
   const fs::path out = dir / "results";
   const auto started = std::chrono::steady_clock::now();

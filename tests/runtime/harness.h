@@ -107,6 +107,20 @@ struct ServerBuild {
 // Runs tests/servers/fetch.sh (idempotent; the first run downloads and builds into its cache) and
 // returns the server named `name`, or nullopt with *why set.
 std::optional<ServerBuild> fetched_server(const std::string& name, std::string* why);
+// Declares `var`, the fetched build `name` (std::optional<ServerBuild>), in a TEST body or a void
+// helper; where fetching fails, fails the test under THPTRACE_REQUIRE_BPF=1 and skips it otherwise
+// (like REQUIRE_BPF, a macro so that FAIL and GTEST_SKIP return from the test). `var` is a name
+// being declared, which parentheses would not allow.
+// NOLINTBEGIN(bugprone-macro-parentheses)
+#define REQUIRE_FETCHED_SERVER(var, name)                                \
+  std::string var##_why;                                                 \
+  const auto var = ::thptrace::test::fetched_server((name), &var##_why); \
+  if (!(var)) {                                                          \
+    if (::thptrace::test::bpf_required()) FAIL() << var##_why;           \
+    GTEST_SKIP() << var##_why;                                           \
+  }                                                                      \
+  static_assert(true)
+// NOLINTEND(bugprone-macro-parentheses)
 
 int free_port();
 std::string make_temp_dir(const std::string& prefix);

@@ -185,12 +185,7 @@ class RedisBuild : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RedisBuild, FourForksWithTheirReasons) {
   REQUIRE_BPF();
-  std::string why;
-  const auto server = fetched_server(GetParam(), &why);
-  if (!server) {
-    if (bpf_required()) FAIL() << why;
-    GTEST_SKIP() << why;
-  }
+  REQUIRE_FETCHED_SERVER(server, GetParam());
   four_forks(*server, false);
 }
 

@@ -235,12 +235,7 @@ nlohmann::json one_replica_under_load(const std::string& limit, int64_t* full_sy
 // channel (two lines a replica in INFO, merged), Redis 8.0.2's rdb channel (one line: the rdb channel
 // is not listed).
 void over_their_channels(const std::string& build, const std::vector<std::string>& states_in_order) {
-  std::string why;
-  const auto server = fetched_server(build, &why);
-  if (!server) {
-    if (bpf_required()) FAIL() << why;
-    GTEST_SKIP() << why;
-  }
+  REQUIRE_FETCHED_SERVER(server, build);
   three_replicas_over_their_channels(*server, states_in_order);
 }
 
