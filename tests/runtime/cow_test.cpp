@@ -289,6 +289,8 @@ TEST(Cli, BadFlagsAreUsageErrors) {
         {"--pid", "1", "--duration", "-3"},
         {"--pid", "1", "--json", "/nonexistent-dir/x.json"},
         {"--pid", "1", "--svg", "/nonexistent-dir/x.svg"},
+        {"--pid", "1", "--interval-ms", "500", "--idle-interval-ms", "200"},
+        {"--pid", "1", "--idle-interval-ms", "70000"},
         // Boost.Program_options loops forever writing an error about a token holding "%value%".
         {"--pid", "%value%"},
         {"probe", "--x%value%"},

@@ -5,12 +5,14 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <sstream>
 #include <thread>
 
 #include "harness.h"
 #include "proc/proc.h"
+#include "tracer/abi.h"
 
 using namespace thptrace::test;
 using namespace std::chrono_literals;
@@ -196,6 +198,87 @@ INSTANTIATE_TEST_SUITE_P(Servers, RedisBuild, ::testing::Values("valkey-8.0.1", 
                              if (c == '-' || c == '.') c = '_';
                            return n;
                          });
+
+// The capture's rounds (INFO polls and /proc samples) go once a second while nothing forks, one at once
+// when the kernel reports the fork and the child's exit, every 100 ms while the child lives, and
+// slowly again a second after Redis has reaped it (common/cadence.h). The times come from the
+// capture's own record of its inputs (THPTRACE_RECORD_INPUTS).
+TEST(Redis, CaptureRoundsAreSlowUntilTheForkAndFastWhileItLives) {
+  REQUIRE_BPF();
+  // 20,000 keys at 100 us each: the child lives about 2 s.
+  RedisServer r({"--rdb-key-save-delay", "100"});
+  r.cmd({"DEBUG", "POPULATE", "20000", "key", "100"});
+  const std::string dir = make_temp_dir("thptrace-cadence-");
+  const std::string json = dir + "/report.json", inputs = dir + "/inputs.json";
+  ::setenv("THPTRACE_RECORD_INPUTS", inputs.c_str(), 1);
+  Process tracer({thptrace_bin(), "--pid", std::to_string(r.pid()), "--redis", r.address(), "--json", json});
+  ::unsetenv("THPTRACE_RECORD_INPUTS");
+  ASSERT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
+  std::this_thread::sleep_for(3500ms);
+  r.cmd({"BGSAVE"});
+  ASSERT_TRUE(wait_info(r, "rdb_bgsave_in_progress", "0", 60s));
+  std::this_thread::sleep_for(4s);
+  tracer.signal(SIGINT);
+  ASSERT_EQ(tracer.wait(60s), 0) << tracer.err();
+  const auto report = read_json(json);
+  const auto in = nlohmann::json::parse(std::ifstream(inputs));  // not a report: no schema
+  std::filesystem::remove_all(dir);
+
+  uint64_t fork_ns = 0, exit_ns = 0;
+  for (const auto& e : in["events"]) {
+    if (e["tgid"] != r.pid()) continue;
+    if (e["type"] == EV_FORK) fork_ns = e["ts_ns"];
+    if (e["type"] == EV_CHILD_EXIT) exit_ns = e["ts_ns"];
+  }
+  ASSERT_GT(fork_ns, 0u);
+  ASSERT_GT(exit_ns, fork_ns + 1'000'000'000) << "the child lived at least a second";
+  ASSERT_EQ(report["forks"].size(), 1u) << report.dump(2);
+  EXPECT_EQ(report["forks"][0]["reason"], "bgsave");
+  EXPECT_TRUE(report["forks"][0]["latency_during"].is_object()) << report.dump(2);
+
+  // The times a series' rounds were taken (INFO: when it was sent).
+  const auto times = [](const nlohmann::json& series, const char* key) {
+    std::vector<uint64_t> t;
+    for (const auto& s : series) t.push_back(s[key].get<uint64_t>());
+    return t;
+  };
+  // Both series alike: idle gaps before the fork and once the tail is over, a round within 100 ms
+  // of the fork and of the exit, fast rounds in between.
+  const auto check = [&](const std::vector<uint64_t>& t, const std::string& what) {
+    SCOPED_TRACE(what);
+    ASSERT_GE(t.size(), 6u);
+    const uint64_t ms = 1'000'000;
+    size_t idle_before = 0, idle_after = 0, fast = 0;
+    bool at_fork = false, at_exit = false;
+    for (size_t i = 1; i < t.size(); ++i) {
+      const uint64_t gap = t[i] - t[i - 1];
+      if (t[i] < fork_ns) {
+        EXPECT_GE(gap, 800 * ms) << "round " << i << " before the fork";
+        ++idle_before;
+      } else if (t[i] <= exit_ns) {
+        at_fork = at_fork || t[i] <= fork_ns + 100 * ms;
+        if (t[i - 1] < fork_ns) continue;  // the gap the fork ended
+        EXPECT_LE(gap, 300 * ms) << "round " << i << " while the child lives";
+        ++fast;
+      } else {
+        at_exit = at_exit || t[i] <= exit_ns + 100 * ms;
+        // The tail: Redis reaps the child at its next cron tick, then a second; the last sample is
+        // the one the capture takes as it stops.
+        if (t[i - 1] > exit_ns + 1500 * ms && i + 1 < t.size()) {
+          EXPECT_GE(gap, 800 * ms) << "round " << i << " after the tail";
+          ++idle_after;
+        }
+      }
+    }
+    EXPECT_GE(idle_before, 2u);
+    EXPECT_TRUE(at_fork) << "no round within 100 ms of the fork";
+    EXPECT_GE(fast, 8u);
+    EXPECT_TRUE(at_exit) << "no round within 100 ms of the child's exit";
+    EXPECT_GE(idle_after, 1u);
+  };
+  check(times(in["timeline"], "sent_ns"), "INFO polls");
+  check(times(in["samples"], "ts_ns"), "/proc samples");
+}
 
 TEST(Redis, ThpDiagnosisNamesDisableThp) {
   REQUIRE_BPF();

@@ -22,7 +22,8 @@ struct CaptureOptions {
   std::string json_path;
   std::string svg_path;  // the timeline drawn (an HTML page around it when the name ends in .html)
   bool force_fallback = false;
-  int interval_ms = 100;
+  int interval_ms = 100;        // /proc and Redis while a fork, a save or a sync is on
+  int idle_interval_ms = 1000;  // the rest of the time (common/cadence.h)
   size_t ringbuf_kb = 256;
   uint32_t sample_copies = kDefaultSampleCopies;  // 1 in N copies sampled with their stacks; 0 = off
 };

@@ -2,6 +2,7 @@
 // and the exit code of the CLI contract (0 ok, 1 runtime, 2 usage).
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cstring>
 #include <iostream>
@@ -45,7 +46,10 @@ int capture_main(int argc, char** argv) {
       "svg", po::value<std::string>(),
       "also draw the capture's timeline to PATH (SVG; an HTML page around it when PATH ends in .html)")(
       "force-fallback", "use the fallback attach mode of every probe family")(
-      "interval-ms", po::value<int>()->default_value(100), "sampling interval of /proc and Redis, ms")(
+      "interval-ms", po::value<int>()->default_value(100),
+      "sampling interval of /proc and Redis while a fork, a save or a replica's sync is on, ms")(
+      "idle-interval-ms", po::value<int>()->default_value(1000),
+      "sampling interval of /proc and Redis otherwise, ms (a fork the kernel reports is sampled at once)")(
       "ringbuf-kb", po::value<size_t>()->default_value(256), "ring buffer size, KiB")(
       "sample-copies", po::value<long long>()->default_value(cli::kDefaultSampleCopies),
       "sample 1 in N copy-on-write faults while a fork child lives, with the call stack, to say which code "
@@ -87,6 +91,12 @@ int capture_main(int argc, char** argv) {
   o.interval_ms = vm["interval-ms"].as<int>();
   if (o.interval_ms < 10 || o.interval_ms > 60000)
     throw FatalError(kExitUsage, "--interval-ms: expected 10 to 60000.");
+  // Given alone, a slower --interval-ms is the idle one too.
+  o.idle_interval_ms = vm["idle-interval-ms"].defaulted() ? std::max(vm["idle-interval-ms"].as<int>(), o.interval_ms)
+                                                          : vm["idle-interval-ms"].as<int>();
+  if (o.idle_interval_ms < o.interval_ms || o.idle_interval_ms > 60000)
+    throw FatalError(kExitUsage,
+                     fmt::format("--idle-interval-ms: expected --interval-ms ({}) to 60000.", o.interval_ms));
   o.ringbuf_kb = vm["ringbuf-kb"].as<size_t>();
   if (o.ringbuf_kb < 4 || o.ringbuf_kb > 1024 * 1024) throw FatalError(kExitUsage, "--ringbuf-kb: expected 4 to 1048576.");
   o.sample_copies = static_cast<uint32_t>(integer_in<UsageError>(vm, "sample-copies", 0, 1 << 20));

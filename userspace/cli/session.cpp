@@ -3,8 +3,10 @@
 #include <fmt/core.h>
 #include <linux/capability.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <vector>
 
 #include "common/btf.h"
@@ -86,7 +88,9 @@ CaptureSession::CaptureSession(const CaptureOptions& o, const CaptureTarget& tar
   if (target.redis) inputs_.redis_address = target.redis->address.str();
   attach(o, target);
   inputs_.cgroup_start = proc::read_memory_cgroup(target.pid);
-  sampler_ = std::make_unique<proc::Sampler>(target.pid, std::chrono::milliseconds(std::max(o.interval_ms, 10)));
+  idle_poll_ms_ = o.idle_interval_ms;
+  sampler_ = std::make_unique<proc::Sampler>(target.pid, std::chrono::milliseconds(o.interval_ms),
+                                             std::chrono::milliseconds(o.idle_interval_ms));
   if (target.redis)
     watcher_ = std::make_unique<redis::Watcher>(
         redis::Watcher::Options{.address = target.redis->address,
@@ -94,6 +98,7 @@ CaptureSession::CaptureSession(const CaptureOptions& o, const CaptureTarget& tar
                                 .password = target.redis->credentials.password,
                                 .tls = redis::tls_for(target.redis->credentials, target.redis->address),
                                 .interval = std::chrono::milliseconds(o.interval_ms),
+                                .idle_interval = std::chrono::milliseconds(o.idle_interval_ms),
                                 .on_snapshot = {}});
 }
 
@@ -161,11 +166,22 @@ report::CaptureInputs CaptureSession::run() {
              duration_s_ ? fmt::format(" for {:.0f} s", *duration_s_) : std::string());
   const auto pid = static_cast<uint32_t>(inputs_.pid);
   bool target_exited = false;
+  std::set<uint32_t> children;  // the target's fork children alive, as the kernel reported them
   const auto on_event = [&](const thptrace_event& e) {
     inputs_.events.push_back(e);
-    target_exited = target_exited || (e.type == EV_TARGET_EXIT && e.tgid == pid);
+    if (e.tgid != pid) return;
+    target_exited = target_exited || e.type == EV_TARGET_EXIT;
     // The mappings the fork's copies will fall in.
-    if (e.type == EV_FORK && e.tgid == pid && resolver_) resolver_->refresh();
+    if (e.type == EV_FORK && resolver_) resolver_->refresh();
+    if (e.type != EV_FORK && e.type != EV_CHILD_EXIT && e.type != EV_TARGET_EXIT) return;
+    if (e.type == EV_FORK) children.insert(e.child_pid);
+    if (e.type == EV_CHILD_EXIT) children.erase(e.child_pid);
+    // Rounds go slowly while no fork is in progress: a fork and a child's exit each get a poll and a
+    // sample at once (the reason of a fork without uprobes is read from the polls around it), and
+    // they go fast while a child lives.
+    const bool busy = e.type != EV_TARGET_EXIT && !children.empty();
+    sampler_->wake(busy);
+    if (watcher_) watcher_->wake(busy);
   };
   // Resolved while the process lives: its maps and its files are gone once it exits.
   const auto resolve_samples = [&] {
@@ -184,10 +200,20 @@ report::CaptureInputs CaptureSession::run() {
     if (const auto t = tracer_->target(inputs_.pid))
       inputs_.counters.push_back({now, t->cow_faults, t->child_cow_faults, t->thp_splits});
   };
-  const int poll_ms = read_counters_ ? static_cast<int>(report::kCounterIntervalNs / 1'000'000) : 100;
+  // A signal ends the wait at once (EINTR: the handlers do not restart it), an event as soon as it is
+  // in the ring. Copy samples wake no one until their ring is half full, so while a child lives (and
+  // copies are sampled) the rings are read every 100 ms to resolve the samples while the process
+  // still has its mappings.
+  const auto poll_ms = [&] {
+    uint64_t ms = read_counters_ ? report::kCounterIntervalNs / 1'000'000
+                                 : static_cast<uint64_t>(resolver_ && !children.empty() ? 100 : idle_poll_ms_);
+    const uint64_t now = proc::monotonic_ns();
+    if (deadline != UINT64_MAX) ms = std::min(ms, deadline > now ? (deadline - now) / 1'000'000 + 1 : 0);
+    return static_cast<int>(ms);
+  };
   while (!stop_requested() && proc::monotonic_ns() < deadline && !target_exited) {
     read_counters();
-    const int n = tracer_->poll(poll_ms, on_event);
+    const int n = tracer_->poll(poll_ms(), on_event);
     resolve_samples();
     if (n < 0 && n != -EINTR) {
       log::warn("ring buffer poll failed: {}", std::strerror(-n));

@@ -49,6 +49,7 @@ class CaptureSession {
 
   std::optional<double> duration_s_;
   bool read_counters_ = false;    // for --svg: report::CaptureInputs::counters
+  int idle_poll_ms_ = 1000;       // the ring buffer's wait while nothing is due
   report::CaptureInputs inputs_;  // filled as the session goes
   std::unique_ptr<tracer::Tracer> tracer_;
   std::unique_ptr<proc::Sampler> sampler_;

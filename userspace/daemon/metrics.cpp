@@ -36,7 +36,7 @@ prometheus::ClientMetric::Label target_label(const std::string& t) { return {"ta
 void RedisMirror::update(const std::string& target, const redis::Snapshot& s) {
   std::lock_guard lock(mu_);
   auto& kept = latest_[target];
-  // An idle poll asks INFO alone (redis/cadence.h): the histogram stays the last one read until the
+  // An idle poll asks INFO alone (common/cadence.h): the histogram stays the last one read until the
   // next poll that asks LATENCY HISTOGRAM. A poll Redis did not answer clears it.
   std::optional<redis::LatencyHistogram> latency = s.latency ? s.latency : (s.up ? kept.latency : std::nullopt);
   kept = s;

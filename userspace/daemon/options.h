@@ -19,7 +19,7 @@ struct DaemonOptions {
   redis::ConnectionSettings redis_settings;  // user, password file, TLS (for TCP addresses)
   bool discover = false;
   int poll_interval_ms = 100;        // while a fork of the target is in progress
-  int idle_poll_interval_ms = 2000;  // while none is (redis/cadence.h)
+  int idle_poll_interval_ms = 2000;  // while none is (common/cadence.h)
   bool force_fallback = false;
   size_t ringbuf_kb = 256;
   uint32_t max_targets = 64;    // processes traced at once (the in-kernel targets map)

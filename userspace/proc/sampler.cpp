@@ -87,8 +87,16 @@ Sample refresh_sample(pid_t pid, const SystemCounters& system, Sample last) {
   return last;
 }
 
-Sampler::Sampler(pid_t pid, std::chrono::milliseconds interval)
-    : pid_(pid), interval_(interval), thread_([this] { run(); }) {}
+Sampler::Sampler(pid_t pid, std::chrono::milliseconds interval, std::chrono::milliseconds idle)
+    : pid_(pid), interval_(interval), cadence_(interval, idle), thread_([this] { run(); }) {}
+
+void Sampler::wake(bool busy) {
+  {
+    std::lock_guard lock(mu_);
+    cadence_.wake(Cadence::Clock::now(), busy);
+  }
+  wake_.notify_all();
+}
 
 Sampler::~Sampler() { halt(); }
 
@@ -121,12 +129,19 @@ Sample Sampler::sample() {
 void Sampler::run() {
   std::unique_lock lock(mu_);
   while (!stop_) {
+    // Before the sample: a wake from here on gets a sample of its own.
+    cadence_.on_sent(Cadence::Clock::now());
     lock.unlock();
     Sample s = sample();
     lock.lock();
     series_.add(std::move(s));
     // One wake-up a sample: a sleep in short steps woke the machine 100 times a second.
-    wake_.wait_for(lock, interval_, [this] { return stop_; });
+    while (!stop_) {
+      const auto now = Cadence::Clock::now();
+      const auto due = cadence_.next_due(now);
+      if (due <= now) break;
+      wake_.wait_until(lock, due);
+    }
   }
 }
 

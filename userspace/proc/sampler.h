@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/cadence.h"
 #include "proc/proc.h"
 
 namespace thptrace::proc {
@@ -98,20 +99,25 @@ class SampleCadence {
   uint64_t collapses_ = 0;
 };
 
-// Samples a target every `interval` on its own thread until stopped or destroyed. smaps_rollup (the
-// AnonHugePages of a sample) is read only while its page-table walks take at most 1% of the time:
-// after a walk that took d, the next is no sooner than 100·d later (and never sooner than the next
-// interval); the samples in between carry the last walk's AnonHugePages. Walking a 1 GiB process
-// every 100 ms made its copy-on-write faults 8-12% slower here (the walk takes the page-table locks
-// the faults take), where the BPF programs cost under 1% (tests/bench/bpf_cost.sh, --interval-ms
-// 1000 against 100; docs/measurements.md).
+// Samples a target on its own thread until stopped or destroyed: every `interval` while a fork of it
+// is in progress and for a second after (Cadence), every `idle` otherwise, and once at once when
+// woken (the kernel reported a fork or a child's exit). smaps_rollup (the AnonHugePages of a sample)
+// is read only while its page-table walks take at most 1% of the time: after a walk that took d, the
+// next is no sooner than 100·d later (and never sooner than the next interval); the samples in between
+// carry the last walk's AnonHugePages. Walking a 1 GiB process every 100 ms made its copy-on-write
+// faults 8-12% slower here (the walk takes the page-table locks the faults take), where the BPF
+// programs cost under 1% (tests/bench/bpf_cost.sh, --interval-ms 1000 against 100;
+// docs/measurements.md).
 class Sampler {
  public:
-  Sampler(pid_t pid, std::chrono::milliseconds interval);
+  Sampler(pid_t pid, std::chrono::milliseconds interval, std::chrono::milliseconds idle);
   ~Sampler();
   Sampler(const Sampler&) = delete;
   Sampler& operator=(const Sampler&) = delete;
 
+  // A sample at once (after the one being taken, if any); busy: whether a fork of the target is in
+  // progress from now on.
+  void wake(bool busy);
   // Takes one final sample, stops the thread and returns the series.
   SampleSeries stop();
 
@@ -126,8 +132,9 @@ class Sampler {
   std::chrono::steady_clock::time_point next_walk_{};
   uint64_t anon_huge_pages_kb_ = 0;  // from the last walk
   std::mutex mu_;
-  std::condition_variable wake_;  // stop() wakes the thread's sleep between samples
+  std::condition_variable wake_;  // stop() and wake() end the thread's sleep between samples
   bool stop_ = false;             // under mu_
+  Cadence cadence_;               // under mu_
   SampleSeries series_;
   std::thread thread_;
 };

@@ -102,7 +102,7 @@ void Watcher::set_credentials(std::string password, std::shared_ptr<const TlsCon
 void Watcher::wake(bool busy) {
   {
     std::lock_guard lock(mu_);
-    cadence_.wake(PollCadence::Clock::now(), busy);
+    cadence_.wake(Cadence::Clock::now(), busy);
   }
   wakeup_.notify_all();
 }
@@ -111,7 +111,7 @@ void Watcher::set_busy(bool busy) {
   {
     std::lock_guard lock(mu_);
     // Called once a second for every target: the poller is woken only when the state changed.
-    if (!cadence_.set_busy(PollCadence::Clock::now(), busy)) return;
+    if (!cadence_.set_busy(Cadence::Clock::now(), busy)) return;
   }
   wakeup_.notify_all();
 }
@@ -119,7 +119,7 @@ void Watcher::set_busy(bool busy) {
 void Watcher::wait_for_next_poll() {
   std::unique_lock lock(mu_);
   while (!stop_) {
-    const auto now = PollCadence::Clock::now();
+    const auto now = Cadence::Clock::now();
     const auto due = cadence_.next_due(now);
     if (due <= now) return;
     // Woken early by wake() (a fork: the due time moves closer) or by stop().
@@ -175,8 +175,10 @@ bool Watcher::poll_once(Client& client, bool extras) {
     if (const auto cfg = client.config_get({"repl-diskless-sync"}); cfg.count("repl-diskless-sync"))
       s.repl_diskless_sync = cfg.at("repl-diskless-sync");
   }
+  const bool replica_syncs =
+      std::any_of(s.replicas.begin(), s.replicas.end(), [](const ReplicaInfo& r) { return r.state != "online"; });
   // A replica's output buffer only matters while it syncs: CLIENT LIST is asked only then.
-  if (std::any_of(s.replicas.begin(), s.replicas.end(), [](const ReplicaInfo& r) { return r.state != "online"; }))
+  if (replica_syncs)
     if (const auto list = client.command({"CLIENT", "LIST", "TYPE", "replica"}))
       if (const auto omem = max_client_omem(*list)) s.replica_output_buffer_max = static_cast<int64_t>(*omem);
   {
@@ -185,6 +187,10 @@ bool Watcher::poll_once(Client& client, bool extras) {
     last_up_ = s;
     if (!outages_.empty() && !outages_.back().to_ns) outages_.back().to_ns = s.ts_ns;
     if (options_.keep_history) history_.push_back(s);
+    // Fast while the server says a save, a rewrite or a sync is on, fork or not: a replica waits
+    // for its RDB before the fork (repl-diskless-sync-delay) and receives it after the child exits.
+    cadence_.hold(Cadence::Clock::now(),
+                  replica_syncs || s.replica_waiting_bgsave || s.rdb_bgsave_in_progress || s.aof_rewrite_in_progress);
   }
   if (options_.on_snapshot) options_.on_snapshot(s);
   return true;
@@ -247,7 +253,7 @@ void Watcher::run() {
     {
       // Before poll_once takes the poll's sent time: a wake from here on gets a poll of its own.
       std::lock_guard lock(mu_);
-      extras = cadence_.on_sent(PollCadence::Clock::now());
+      extras = cadence_.on_sent(Cadence::Clock::now());
     }
     const uint64_t asked = proc::monotonic_ns();
     if (!poll_once(*client, extras)) {

@@ -1,7 +1,8 @@
 #pragma once
-// Polls one Redis instance on its own thread (INFO and LATENCY HISTOGRAM, ≥ 10 Hz in a capture; in the
-// daemon slowly until woken by a fork, see redis/cadence.h) and keeps a timeline of snapshots on CLOCK_MONOTONIC, so
-// forks seen in the kernel can be labelled (when uprobes are unavailable) and their latency windows measured.
+// Polls one Redis instance on its own thread (INFO and LATENCY HISTOGRAM: fast while a fork, a save or
+// a sync is on, slowly otherwise, see common/cadence.h) and keeps a timeline of snapshots on
+// CLOCK_MONOTONIC, so forks seen in the kernel can be labelled (when uprobes are unavailable) and their
+// latency windows measured.
 // Reconnects with backoff; a Redis that is down is a state, not an error.
 
 #include <atomic>
@@ -14,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "redis/cadence.h"
+#include "common/cadence.h"
 #include "redis/client.h"
 
 namespace thptrace::redis {
@@ -99,7 +100,7 @@ class Watcher {
     std::chrono::milliseconds interval{100};
     // Between polls while no fork is in progress (wake() says when one is); 0: always `interval`.
     std::chrono::milliseconds idle_interval{0};
-    // How often an idle poll also asks LATENCY HISTOGRAM and CONFIG GET (PollCadence); 0: every
+    // How often an idle poll also asks LATENCY HISTOGRAM and CONFIG GET (Cadence); 0: every
     // poll. A snapshot without them has no latency and an empty repl_diskless_sync (unknown).
     std::chrono::milliseconds idle_extras_interval{0};
     std::chrono::milliseconds timeout{1000};
@@ -150,7 +151,7 @@ class Watcher {
   std::atomic<bool> stop_{false};
   mutable std::mutex mu_;
   std::condition_variable wakeup_;  // with mu_: stop, or a wake
-  PollCadence cadence_;             // under mu_
+  Cadence cadence_;                 // under mu_
   std::vector<Snapshot> history_;
   std::optional<ServerFacts> facts_;
   std::optional<Snapshot> first_up_, last_up_;
