@@ -11,10 +11,12 @@
 // while the child lives (the wake on the fork event), and one sent after its exit (the wake on the
 // exit event). The extras of a round (the Redis watcher's LATENCY HISTOGRAM and CONFIG GET) go with
 // every round while it is fast and with every woken round, and otherwise once per `extras` interval.
-// Pure logic on the caller's clock, so the unit tests drive it; its owner holds it under a mutex.
+// Logic on the caller's clock, so the unit tests drive it; its owner holds it under a mutex.
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 
 namespace thptrace {
 
@@ -76,6 +78,17 @@ class Cadence {
     if (woken_) return last_sent_ + std::min<std::chrono::milliseconds>(kMinGap, fast_);
     // Fast as soon as a fork starts or while the tail lasts, even if the idle wait had begun.
     return last_sent_ + interval(now);
+  }
+  // Sleeps on cv, whose lock guards this Cadence and is held, until the next round is due or stop()
+  // holds; a wake or a change of busy notifies cv.
+  template <class Stop>
+  void wait(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Stop stop) const {
+    while (!stop()) {
+      const auto now = Clock::now();
+      const auto due = next_due(now);
+      if (due <= now) return;
+      cv.wait_until(lock, due);
+    }
   }
 
  private:

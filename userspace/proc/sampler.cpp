@@ -136,12 +136,7 @@ void Sampler::run() {
     lock.lock();
     series_.add(std::move(s));
     // One wake-up a sample: a sleep in short steps woke the machine 100 times a second.
-    while (!stop_) {
-      const auto now = Cadence::Clock::now();
-      const auto due = cadence_.next_due(now);
-      if (due <= now) break;
-      wake_.wait_until(lock, due);
-    }
+    cadence_.wait(wake_, lock, [this] { return stop_; });
   }
 }
 

@@ -118,13 +118,8 @@ void Watcher::set_busy(bool busy) {
 
 void Watcher::wait_for_next_poll() {
   std::unique_lock lock(mu_);
-  while (!stop_) {
-    const auto now = Cadence::Clock::now();
-    const auto due = cadence_.next_due(now);
-    if (due <= now) return;
-    // Woken early by wake() (a fork: the due time moves closer) or by stop().
-    wakeup_.wait_until(lock, due);
-  }
+  // Woken early by wake() (a fork: the due time moves closer) or by stop().
+  cadence_.wait(wakeup_, lock, [this] { return stop_.load(); });
 }
 
 std::string Watcher::route() const {
