@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Redis family: uprobes on the redis-server functions that lead to a fork mark the calling thread
  * while they run, so the fork program can name the fork's reason exactly (see reason_from_ctx in
- * fork.bpf.c). Attached per binary by userspace, each only where the binary gives it (Redis 7.2+
- * and Valkey build with LTO and may inline them): userspace/tracer/entry_points.cpp. */
+ * fork.bpf.c). Attached once per binary by userspace, for every process running it, each only where
+ * the binary gives it (Redis 7.2+ and Valkey build with LTO and may inline them):
+ * userspace/tracer/entry_points.cpp. */
 #include "common.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -17,10 +18,14 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 static __always_inline int ctx_set(__u32 bit)
 {
-	__u32 tid = current_tid();
-	__u32 *cur = bpf_map_lookup_elem(&redis_ctx, &tid);
+	__u32 tid = current_tid(), tgid = current_tgid();
+	__u32 *cur;
 	__u32 v = bit;
 
+	/* Attached for every process running the binary: only watched ones are marked. */
+	if (!bpf_map_lookup_elem(&targets, &tgid))
+		return 0;
+	cur = bpf_map_lookup_elem(&redis_ctx, &tid);
 	if (cur)
 		v |= *cur;
 	bpf_map_update_elem(&redis_ctx, &tid, &v, BPF_ANY);

@@ -3,7 +3,8 @@
 # For each daemon configuration, in the same run against the same servers:
 #   - idle daemon CPU (utime+stime of all its threads over IDLE_SECONDS, % of one core), its RSS,
 #   - scrape time of /metrics (median and max of 20 GETs),
-#   - a BGSAVE on every server, and how many of them the daemon labels bgsave (and nothing else).
+#   - a BGSAVE on every server, and how many of them the daemon labels bgsave (and nothing else),
+#   - the time from SIGTERM to its exit (every BPF link released).
 # Configurations: BASELINE_BIN (an older thptrace to compare against, optional) with its defaults;
 # THPTRACE_BIN with its defaults (uprobes name the reasons); THPTRACE_BIN --force-fallback (reasons from
 # INFO polling alone); and THPTRACE_BIN --idle-poll-interval-ms 100 (the old constant 10 Hz cadence).
@@ -125,10 +126,14 @@ run() {
     [ "$right" -eq "$n" ] && break
     sleep 0.2
   done
+  # SIGTERM to exit: every link released (a systemd unit waits TimeoutStopSec for it).
+  local stop_from stop_s
+  stop_from=$(date +%s.%N)
   kill "$daemon_pid"
   wait "$daemon_pid" || true
+  stop_s=$(python3 -c "print(f'{$(date +%s.%N) - $stop_from:.1f}')")
   daemon_pid=
-  printf '%-28s %8s %8s %14s %14s %8s %9s %6s\n' "$label" "$cpu" "$rss" "$scrape_ms" "$gz_ms" "$lines" "$right/$n" "$wrong"
+  printf '%-28s %8s %8s %14s %14s %8s %9s %6s %6s\n' "$label" "$cpu" "$rss" "$scrape_ms" "$gz_ms" "$lines" "$right/$n" "$wrong" "$stop_s"
   # The next configuration starts from servers with no child: the save of this one is done.
   for p in "${ports[@]}"; do
     until [ "$(redis-cli -p "$p" info persistence | tr -d '\r' | awk -F: '/^rdb_bgsave_in_progress/ { print $2 }')" = 0 ]; do sleep 0.1; done
@@ -136,8 +141,9 @@ run() {
 }
 
 echo "idle CPU over ${idle_seconds}s (% of one core, all threads), RSS (MB), scrape median/max (ms) plain and"
-echo "gzip-compressed (as Prometheus asks), metric lines, BGSAVEs labelled bgsave, other reasons counted"
-printf '%-28s %8s %8s %14s %14s %8s %9s %6s\n' configuration cpu_% rss_MB scrape_ms gzip_ms lines bgsave wrong
+echo "gzip-compressed (as Prometheus asks), metric lines, BGSAVEs labelled bgsave, other reasons counted,"
+echo "seconds from SIGTERM to exit"
+printf '%-28s %8s %8s %14s %14s %8s %9s %6s %6s\n' configuration cpu_% rss_MB scrape_ms gzip_ms lines bgsave wrong stop_s
 if [ -n "$baseline" ]; then run baseline "$baseline"; fi
 run "default" "$bin"
 run "default-info-only" "$bin" --force-fallback

@@ -281,3 +281,46 @@ TEST(LongRun, SyscallHooksOnlyWhileATargetLacksLibcForkTiming) {
   EXPECT_EQ(syscall_runs(), before);
   t.unwatch(self);
 }
+
+// The Redis uprobes of one binary are attached once, for every process running it, and shared by
+// the watched ones: a second server of the same binary adds no link, the links go with the last of
+// them, and each watched server's BGSAVE is still named by the uprobes (the programs act for watched
+// processes only). Releasing a uprobe waits for grace periods, one after another: a daemon watching
+// 50 Redis with links of their own took 30 s to stop.
+TEST(LongRun, RedisUprobesOfOneBinaryAreShared) {
+  REQUIRE_BPF();
+  RedisServer a, b;
+  tracer::Tracer t(tracer::choose_modes(false, "/proc/" + std::to_string(a.pid()) + "/exe"));
+  t.attach();
+  ASSERT_EQ(t.modes().redis.mode, tracer::Mode::uprobe) << t.modes().redis.why;
+  const size_t base = t.link_count();
+  std::string why;
+  ASSERT_TRUE(t.watch(a.pid()));
+  ASSERT_TRUE(t.attach_redis(a.pid(), &why)) << why;
+  const size_t one = t.link_count() - base;
+  EXPECT_GE(one, 2u) << why;
+  ASSERT_TRUE(t.watch(b.pid()));
+  ASSERT_TRUE(t.attach_redis(b.pid(), &why)) << why;
+  EXPECT_EQ(t.link_count() - base, one) << "the second server of the binary shares the first's uprobes";
+  ASSERT_TRUE(t.attach_redis(b.pid(), &why)) << why;  // again: nothing changes
+  EXPECT_EQ(t.link_count() - base, one);
+
+  // Each watched server's BGSAVE, named by the shared uprobes.
+  for (const RedisServer* r : {&a, &b}) {
+    uint32_t reason = UINT32_MAX;
+    r->cmd({"BGSAVE"});
+    EXPECT_TRUE(poll_until(
+        t, [&] { return reason != UINT32_MAX; }, 10s,
+        [&](const thptrace_event& e) {
+          if (e.type == EV_FORK && e.tgid == static_cast<uint32_t>(r->pid())) reason = static_cast<uint32_t>(e.value);
+        }));
+    EXPECT_EQ(reason, static_cast<uint32_t>(REASON_BGSAVE)) << "pid " << r->pid();
+  }
+
+  t.detach_uprobes(a.pid());
+  EXPECT_EQ(t.link_count() - base, one) << "b still runs the binary";
+  t.detach_uprobes(b.pid());
+  EXPECT_EQ(t.link_count(), base);
+  t.unwatch(a.pid());
+  t.unwatch(b.pid());
+}

@@ -79,7 +79,10 @@ class Tracer {
   void unwatch(pid_t tgid);
   // Puts the Redis/Valkey uprobes on the binary of `pid` (through /proc/PID/exe, so it works across
   // mount namespaces), each entry point the binary gives (entry_points.h). *why says which it gave
-  // and which labels are left to INFO; false when none attached.
+  // and which labels are left to INFO; false when none attached. The uprobes of one binary are
+  // attached once, for every process running it (the programs act for watched processes only), and
+  // shared by the watched processes running it: releasing a uprobe waits for the kernel's grace
+  // periods, one after another (about 55 ms each here), and 50 Redis with ten each took 30 s to stop.
   bool attach_redis(pid_t pid, std::string* why);
   // Detaches every uprobe (Redis and libc) of `pid`.
   void detach_uprobes(pid_t pid);
@@ -141,6 +144,14 @@ class Tracer {
     void operator()(ring_buffer* r) const;
   };
   using LinkPtr = std::unique_ptr<bpf_link, LinkDeleter>;
+  // The Redis uprobes of one binary (device and inode), and the watched processes running it.
+  using BinaryKey = std::pair<dev_t, ino_t>;
+  struct SharedUprobes {
+    std::vector<LinkPtr> links;
+    uint32_t anchors = 0;  // REDIS_ANCHOR_* bits of the entry points attached
+    std::string why;       // entry_points.h describe()
+    std::set<pid_t> users;
+  };
 
   static int on_ring_record(void* ctx, void* data, size_t size);
   static int on_sample_record(void* ctx, void* data, size_t size);
@@ -152,6 +163,8 @@ class Tracer {
   // sys_enter and sys_exit in both modes: the clone-syscall timing pair, attached apart from the rest.
   std::array<bpf_program*, 4> clone_syscall_programs() const;
   bool attach_libc_fork_pair(pid_t pid, std::string* why);
+  SharedUprobes attach_redis_binary(const std::string& binary);
+  void detach_redis(pid_t pid);  // pid stops using its binary's Redis uprobes
 
   ProbeReport modes_;
   std::unique_ptr<::thptrace_bpf, SkelDeleter> skel_;
@@ -167,7 +180,9 @@ class Tracer {
   std::vector<LinkPtr> clone_links_;        // sys_enter and sys_exit, while clone_timed_ is not empty
   std::set<pid_t> clone_timed_;             // watched processes timed by the clone syscall pair
   bpf_program* huge_alloc_prog_ = nullptr;  // page_alloc_btf or page_alloc_raw, whichever is loaded
-  std::map<pid_t, std::vector<LinkPtr>> uprobe_links_;  // Redis and libc uprobes, by process
+  std::map<pid_t, std::vector<LinkPtr>> uprobe_links_;  // libc uprobes, by process
+  std::map<BinaryKey, SharedUprobes> redis_uprobes_;
+  std::map<pid_t, BinaryKey> redis_binary_of_;
   std::unique_ptr<ring_buffer, RingDeleter> ring_;
   const std::function<void(const thptrace_event&)>* on_event_ = nullptr;
   uint32_t sample_every_ = 0;
