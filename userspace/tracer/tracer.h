@@ -82,7 +82,7 @@ class Tracer {
   // and which labels are left to INFO; false when none attached. The uprobes of one binary are
   // attached once, for every process running it (the programs act for watched processes only), and
   // shared by the watched processes running it: releasing a uprobe waits for the kernel's grace
-  // periods, one after another (about 55 ms each here), and 50 Redis with ten each took 30 s to stop.
+  // periods, mostly one after another (about 55 ms each here): 50 Redis with ten each took 45 s to stop.
   bool attach_redis(pid_t pid, std::string* why);
   // Detaches every uprobe (Redis and libc) of `pid`.
   void detach_uprobes(pid_t pid);
