@@ -142,7 +142,14 @@ void four_forks(const Server& s, bool force_fallback) {
   const double ours = forks[0]["fork_duration_us"].get<double>();
   const double theirs = static_cast<double>(bgsave_fork_usec);
   // libc's fork() timed by a uprobe pair: the span Redis times around fork() for latest_fork_usec.
+#if defined(__SANITIZE_ADDRESS__)
+  // Under ASan the capture's threads, several times slower, wake at the fork (a poll and a sample at
+  // once) and compete with the parent, its child and the load for two CPUs: Redis's span can then
+  // hold a preemption after fork() returned (13.4 ms against 8.9 ms in one sanitizer run). One-sided.
+  EXPECT_LE(ours, theirs + std::max(0.25 * theirs, 150.0)) << report.dump(2);
+#else
   EXPECT_NEAR(ours, theirs, std::max(0.25 * theirs, 150.0)) << report.dump(2);
+#endif
   EXPECT_EQ(report["redis"]["total_forks_delta"], expected.size());
   EXPECT_EQ(report["probes"]["redis"], force_fallback ? "info_polling" : "uprobe");
   if (force_fallback)
