@@ -1,8 +1,9 @@
 #include "daemon/daemon.h"
 
 #include <dirent.h>
-#include <linux/capability.h>
 #include <fmt/core.h>
+#include <linux/capability.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <atomic>
@@ -362,6 +363,12 @@ int Daemon::run() {
 int daemon_main(int argc, char** argv) {
   const auto options = parse_daemon_options(argc, argv);
   if (!options) return kExitOk;
+  // Loading frees blocks of several MiB (libbpf parses the kernel's BTF), and glibc then raises its
+  // mmap threshold to their size and its trim threshold to twice that: every later buffer below it
+  // (a uprobe's ELF symbols at each restart of a target, a large INFO reply) would come from the
+  // heap, which is not given back until 2x that is free at its top, so RSS would creep with each
+  // restart. A fixed threshold keeps large buffers in their own mappings, returned when freed.
+  ::mallopt(M_MMAP_THRESHOLD, 128 * 1024);
   install_stop_handlers();
   struct sigaction sa {};
   sa.sa_handler = [](int) { g_reload = true; };

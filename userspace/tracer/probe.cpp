@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <map>
+#include <memory>
 
 #include "common/btf.h"
 #include "proc/proc.h"
@@ -40,9 +41,24 @@ struct FdCloser {
   }
 };
 
+struct BtfFree {
+  void operator()(btf* b) const { btf__free(b); }
+};
+
+// The kernel's BTF, parsed on first use (several MiB of heap). Only choosing the modes needs it:
+// choose_modes() lets it go, so that a daemon does not hold it for months.
+std::unique_ptr<btf, BtfFree>& vmlinux_slot() {
+  static std::unique_ptr<btf, BtfFree> b;
+  return b;
+}
+
 const btf* vmlinux() {
-  static const btf* b = btf__load_vmlinux_btf();
-  return libbpf_get_error(b) ? nullptr : b;
+  auto& b = vmlinux_slot();
+  if (!b) {
+    btf* loaded = btf__load_vmlinux_btf();
+    if (!libbpf_get_error(loaded)) b.reset(loaded);
+  }
+  return b.get();
 }
 
 std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
@@ -252,6 +268,7 @@ ProbeReport choose_modes(bool force_fallback, const std::string& redis_exe) {
     const auto entry_points = find_entry_points(redis_exe);
     r.redis = {entry_points.anchors() ? Mode::uprobe : Mode::info_polling, redis_exe + ": " + describe(entry_points)};
   }
+  vmlinux_slot().reset();  // the checks' results stay memoised; a later new check parses it again
   return r;
 }
 
