@@ -1,6 +1,6 @@
-// `thptrace bench` end to end: a short run of every scenario on real redis-server processes with
-// the real capture watching, its results folder, and the host's THP mode put back afterwards —
-// also when the run is ended by a signal in the middle of the THP A/B.
+// `thptrace-bench bench` (also run as `thptrace bench`) end to end: a short run of every scenario on
+// real redis-server processes with the real capture watching, its results folder, and the host's THP
+// mode put back afterwards — also when the run is ended by a signal in the middle of the THP A/B.
 #include <signal.h>
 #include <unistd.h>
 
@@ -19,6 +19,9 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
+
+// The binary of the load generator and the experiments; `thptrace bench|loadgen` exec it.
+std::string thptrace_bench_bin() { return THPTRACE_BENCH_BIN; }
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p);
@@ -83,8 +86,8 @@ TEST(Bench, ShortRunOfEveryScenario) {
   const fs::path dir = make_temp_dir("thptrace-bench-test-");
   const fs::path out = dir / "results";
   const auto started = std::chrono::steady_clock::now();
-  Process bench({thptrace_bin(), "bench", "--keys", "20000", "--value-size", "400", "--writers", "2", "--batch", "40",
-                 "--seconds-per-phase", "1", "--out", out.string(), thp_ab ? "--thp-ab" : "--no-thp-ab"});
+  Process bench({thptrace_bench_bin(), "bench", "--keys", "20000", "--value-size", "400", "--writers", "2", "--batch",
+                 "40", "--seconds-per-phase", "1", "--out", out.string(), thp_ab ? "--thp-ab" : "--no-thp-ab"});
   const auto code = bench.wait(240s);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   ASSERT_TRUE(code.has_value()) << "the bench did not finish in 240 s\n" << bench.err();
@@ -203,6 +206,7 @@ TEST(Bench, SignalMidThpAbRestoresTheHostMode) {
 
   const fs::path dir = make_temp_dir("thptrace-bench-test-");
   const fs::path out = dir / "results";
+  // The old form: thptrace execs thptrace-bench in place, so the signal reaches the bench itself.
   Process bench({thptrace_bin(), "bench", "--scenarios", scenario, "--thp-ab", "--keys", "20000", "--seconds-per-phase",
                  "60", "--out", out.string()});
   // Once the capture traces, the before phase is running under the scenario's mode.
@@ -230,21 +234,58 @@ TEST(Bench, SignalMidThpAbRestoresTheHostMode) {
 }
 
 TEST(Bench, BadUsageExitsTwoWithOneSentence) {
-  for (const std::vector<std::string>& args : {std::vector<std::string>{"--keys", "0"},
-                                               {"--scenarios", "nope"},
-                                               {"--server", "/nonexistent/valkey-server"},
-                                               {"--server", "/proc/version"},
-                                               {"--thp-ab", "--no-thp-ab"},
-                                               {"--bogus"},
-                                               {"--seconds-per-phase", "-1"}}) {
-    std::vector<std::string> argv = {thptrace_bin(), "bench"};
-    argv.insert(argv.end(), args.begin(), args.end());
+  for (const std::string& binary : {thptrace_bin(), thptrace_bench_bin()})
+    for (const std::vector<std::string>& args : {std::vector<std::string>{"--keys", "0"},
+                                                 {"--scenarios", "nope"},
+                                                 {"--server", "/nonexistent/valkey-server"},
+                                                 {"--server", "/proc/version"},
+                                                 {"--thp-ab", "--no-thp-ab"},
+                                                 {"--bogus"},
+                                                 {"--seconds-per-phase", "-1"}}) {
+      std::vector<std::string> argv = {binary, "bench"};
+      argv.insert(argv.end(), args.begin(), args.end());
+      Process p(argv);
+      ASSERT_EQ(p.wait(10s), 2) << binary << " " << args[0];
+      const std::string err = p.err();
+      EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+      EXPECT_EQ(err.rfind("thptrace bench: ", 0), 0u) << err;
+    }
+}
+
+// `thptrace bench|loadgen` run thptrace-bench found beside thptrace: the help of each, both ways.
+TEST(Bench, HelpThroughThptraceAndThptraceBench) {
+  for (const auto& argv : {std::vector<std::string>{thptrace_bin(), "bench", "--help"},
+                           {thptrace_bin(), "loadgen", "--help"},
+                           {thptrace_bench_bin(), "bench", "--help"},
+                           {thptrace_bench_bin(), "loadgen", "--help"}}) {
     Process p(argv);
-    ASSERT_EQ(p.wait(10s), 2) << args[0];
+    ASSERT_EQ(p.wait(10s), 0) << argv[0] << " " << argv[1] << ": " << p.err();
+    EXPECT_NE(p.out().find("Usage: thptrace " + argv[1]), std::string::npos) << p.out();
+  }
+  Process top({thptrace_bench_bin(), "--help"});
+  ASSERT_EQ(top.wait(10s), 0) << top.err();
+  EXPECT_NE(top.out().find("thptrace-bench loadgen"), std::string::npos) << top.out();
+  Process unknown({thptrace_bench_bin(), "nope"});
+  ASSERT_EQ(unknown.wait(10s), 2);
+  const std::string err = unknown.err();
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+// A thptrace installed without thptrace-bench (alone in its directory, nothing on PATH): one
+// sentence that says to install it, exit 2, for either command.
+TEST(Bench, WithoutThptraceBenchOneSentenceExitTwo) {
+  const fs::path dir = make_temp_dir("thptrace-alone-");
+  fs::copy_file(thptrace_bin(), dir / "thptrace");
+  for (const std::string command : {"bench", "loadgen"}) {
+    Process p({"env", "PATH=", (dir / "thptrace").string(), command, "--help"});
+    ASSERT_EQ(p.wait(10s), 2) << p.err();
     const std::string err = p.err();
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
-    EXPECT_EQ(err.rfind("thptrace bench: ", 0), 0u) << err;
+    EXPECT_EQ(err.rfind("thptrace: `" + command + "` needs thptrace-bench", 0), 0u) << err;
+    EXPECT_NE(err.find("install it"), std::string::npos) << err;
+    EXPECT_EQ(p.out(), "");
   }
+  fs::remove_all(dir);
 }
 
 // scale_out_channel asked by name of a server without an rdb channel (Debian's Redis 7.0.15): one

@@ -80,6 +80,8 @@ struct BenchOptions {
   std::filesystem::path out_dir;
   // The server binary of every primary and replica (--server); "" = redis-server from PATH.
   std::string server;
+  // The thptrace binary of every capture; "" = the one installed beside thptrace-bench, else on PATH.
+  std::string thptrace;
   // automatic: the THP A/B runs when THP sysfs is writable.
   ThpAb thp_ab = ThpAb::automatic;
   bool help = false;

@@ -18,6 +18,7 @@
 #include "bench/results.h"
 #include "bench/scenario.h"
 #include "bench/server.h"
+#include "common/companion.h"
 #include "common/program_options.h"
 #include "proc/proc.h"
 #include "thptrace/version.h"
@@ -125,6 +126,14 @@ int run(BenchOptions o) {
       throw BenchError(
           "redis-server is not in PATH; install it (scripts/install-deps.sh installs redis-server) or name a "
           "server with --server");
+  }
+  if (o.thptrace.empty()) {
+    const auto thptrace = find_companion("thptrace");
+    if (!thptrace)
+      throw BenchError(
+          "the thptrace binary is neither beside thptrace-bench nor on PATH; install it (cmake --install "
+          "BUILD_DIR)");
+    o.thptrace = thptrace->string();
   }
 
   // Which THP scenarios run: --thp-ab insists, --no-thp-ab drops them, otherwise they run where

@@ -255,18 +255,16 @@ std::string RedisInstance::info_field(const std::string& section, const std::str
 // ---------------------------------------------------------------------------------------------
 // Capture
 
-Capture::Capture(pid_t pid, const std::string& redis_address, const std::filesystem::path& json_path,
-                 const std::atomic<bool>& interrupted)
+Capture::Capture(const std::string& thptrace, pid_t pid, const std::string& redis_address,
+                 const std::filesystem::path& json_path, const std::atomic<bool>& interrupted)
     : json_path_(json_path) {
   auto stem = json_path.parent_path() / json_path.stem();
   log_path_ = stem.string() + ".log";
-  // Executed as /proc/self/exe, not by its path: the image we run, even if a rebuild has replaced
-  // the file since. SIGTERM on our death: the capture then writes its report and releases its
-  // BPF links.
+  // SIGTERM on our death: the capture then writes its report and releases its BPF links.
   process_ =
       std::make_unique<ChildProcess>(std::vector<std::string>{"thptrace", "--pid", std::to_string(pid), "--redis",
                                                               redis_address, "--json", json_path.string()},
-                                     stem.string() + ".txt", log_path_, SIGTERM, "/proc/self/exe");
+                                     stem.string() + ".txt", log_path_, SIGTERM, thptrace);
   const auto until = std::chrono::steady_clock::now() + 60s;
   for (;;) {
     if (proc::read_file(log_path_.string()).value_or("").find("tracing pid") != std::string::npos) return;

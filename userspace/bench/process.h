@@ -87,14 +87,14 @@ class RedisInstance {
   std::unique_ptr<redis::Client> client_;
 };
 
-// `thptrace --pid PID --redis ADDR --json PATH` as a child of this executable (/proc/self/exe),
-// so the kernel side is the real capture. Its text report and log go beside the JSON.
+// `thptrace --pid PID --redis ADDR --json PATH` run from the thptrace binary `thptrace`, so the kernel
+// side is the real capture. Its text report and log go beside the JSON.
 class Capture {
  public:
   // Starts the capture and waits until it says it is tracing; throws BenchError with its log
   // when it exits first or does not get there within 60 s.
-  Capture(pid_t pid, const std::string& redis_address, const std::filesystem::path& json_path,
-          const std::atomic<bool>& interrupted);
+  Capture(const std::string& thptrace, pid_t pid, const std::string& redis_address,
+          const std::filesystem::path& json_path, const std::atomic<bool>& interrupted);
   ~Capture();  // SIGINT, then SIGKILL if it does not finish
   Capture(const Capture&) = delete;
   Capture& operator=(const Capture&) = delete;

@@ -436,7 +436,7 @@ void run_phases(const ScenarioSpec& spec, RunContext& ctx, ScenarioResult& r) {
   const auto json_path = ctx.out_dir / "captures" / (spec.name + ".json");
   std::optional<int> capture_code;
   {
-    Capture capture(primary.pid(), primary.address(), json_path, ctx.interrupted);
+    Capture capture(o.thptrace, primary.pid(), primary.address(), json_path, ctx.interrupted);
     const auto lo = load_options(o, spec, primary.port());
     if (spec.trigger == Trigger::none) {
       LoadPhase steady("steady", lo);

@@ -1,21 +1,26 @@
 // thptrace: see README.md. Dispatches the subcommands; every fatal error ends here as one sentence
 // and the exit code of the CLI contract (0 ok, 1 runtime, 2 usage).
 #include <fmt/core.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
+#include <string>
+#include <system_error>
+#include <vector>
 
-#include "bench/bench.h"
 #include "cli/capture.h"
+#include "common/companion.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/program_options.h"
 #include "common/redis_options.h"
 #include "common/signals.h"
 #include "daemon/daemon.h"
-#include "loadgen/command.h"
 #include "thptrace/version.h"
 
 namespace po = boost::program_options;
@@ -31,7 +36,7 @@ const char* kUsage =
     "       thptrace probe [--json]\n"
     "       thptrace daemon [--config PATH] [--listen ADDR:PORT] [--redis HOST:PORT|unix:/PATH ...] [--pid PID ...]\n"
     "                [--discover] [--redis-tls ...]\n"
-    "       thptrace loadgen ...        thptrace bench ...\n"
+    "       thptrace loadgen ...        thptrace bench ...     (run by thptrace-bench, installed apart)\n"
     "       thptrace --help | --version\n";
 
 int capture_main(int argc, char** argv) {
@@ -109,14 +114,34 @@ int capture_main(int argc, char** argv) {
   return cli::run_capture(o);
 }
 
+// `thptrace loadgen` and `thptrace bench` are thptrace-bench's: the binary that runs with CAP_BPF on
+// every host carries no load generator or experiment, so it replaces itself with that one, same
+// arguments.
+[[noreturn]] void exec_bench(char** argv) {
+  const auto bench = find_companion("thptrace-bench");
+  if (!bench) {
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    throw FatalError(
+        kExitUsage,
+        fmt::format("`{}` needs thptrace-bench, found neither in {} nor on PATH; install it beside thptrace "
+                    "(cmake --install BUILD_DIR --component bench).",
+                    argv[1], ec ? std::string("thptrace's directory") : self.parent_path().string()));
+  }
+  std::vector<char*> args{const_cast<char*>(bench->c_str())};
+  for (char** a = argv + 1; *a != nullptr; ++a) args.push_back(*a);
+  args.push_back(nullptr);
+  ::execv(bench->c_str(), args.data());
+  throw FatalError(kExitRuntime, fmt::format("cannot run {}: {}.", bench->string(), std::strerror(errno)));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     if (argc >= 2 && std::strcmp(argv[1], "probe") == 0) return cli::probe_main(argc - 1, argv + 1);
     if (argc >= 2 && std::strcmp(argv[1], "daemon") == 0) return daemon::daemon_main(argc - 1, argv + 1);
-    if (argc >= 2 && std::strcmp(argv[1], "loadgen") == 0) return loadgen::loadgen_main(argc - 1, argv + 1);
-    if (argc >= 2 && std::strcmp(argv[1], "bench") == 0) return bench::bench_main(argc - 1, argv + 1);
+    if (argc >= 2 && (std::strcmp(argv[1], "loadgen") == 0 || std::strcmp(argv[1], "bench") == 0)) exec_bench(argv);
     if (argc < 2) {
       std::cerr << kUsage;
       return kExitUsage;
