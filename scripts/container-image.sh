@@ -5,6 +5,8 @@
 #
 #   container-image.sh redis              -> localhost/thptrace-redis:<key>   (redis-server, redis-cli)
 #   container-image.sh thptrace BUILD_DIR -> localhost/thptrace:<version>     (the daemon of BUILD_DIR)
+#                                            thptrace alone: the image that runs on every host does not
+#                                            carry thptrace-bench (load generator and experiments)
 #
 # Prints the image name on stdout. The .deb files are cached in /var/cache/thptrace-containers and an
 # image is rebuilt only when its key (package versions, this script, the binary) changes, so only the

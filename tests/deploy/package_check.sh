@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `cmake --install` installs the binary, the systemd unit and the config; `cpack` builds a .deb that
-# carries them, marks the config as a conffile and depends on Debian's library packages.
+# carries them, marks the config as a conffile and depends on Debian's library packages. Neither ships
+# thptrace-bench, which `cmake --install --component bench` installs beside thptrace.
 # usage: package_check.sh BUILD_DIR
 set -uo pipefail
 build=$1
@@ -27,12 +28,17 @@ has_files() {
     [ -f "$root/$f" ] || { echo "missing $f"; return 1; }
   done
 }
+no_bench() { [ ! -e "$1/usr/bin/thptrace-bench" ] || { echo "$1/usr/bin/thptrace-bench is there"; return 1; }; }
 check "cmake --install" env DESTDIR="$tmp/stage" cmake --install "$build" --prefix /usr
 check "installed files" has_files "$tmp/stage"
+check "no thptrace-bench installed" no_bench "$tmp/stage"
+check "cmake --install --component bench" env DESTDIR="$tmp/bench" cmake --install "$build" --prefix /usr --component bench
+check "thptrace-bench installed alone" sh -c "[ -x '$tmp/bench/usr/bin/thptrace-bench' ] && [ ! -e '$tmp/bench/usr/bin/thptrace' ]"
 check "cpack -G DEB" cpack -G DEB -B "$tmp/pkg" --config "$build/CPackConfig.cmake"
 deb=$(ls "$tmp"/pkg/thptrace_*.deb 2>/dev/null | head -1)
 check "package contents" sh -c "dpkg-deb -x '$deb' '$tmp/deb' && true" 
 check "packaged files" has_files "$tmp/deb"
+check "no thptrace-bench packaged" no_bench "$tmp/deb"
 check "config is a conffile" sh -c "dpkg-deb -I '$deb' conffiles | grep -qx /etc/thptrace/thptrace.conf"
 check "depends on libbpf and prometheus-cpp" sh -c "dpkg-deb -f '$deb' Depends | grep -q libbpf1 && dpkg-deb -f '$deb' Depends | grep -q libprometheus-cpp-pull"
 echo "$passed passed, $failed failed"
