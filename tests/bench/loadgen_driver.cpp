@@ -1,5 +1,5 @@
-// A stand-in for `thptrace loadgen` until the thptrace binary exists: the benchmark scripts take
-// the binary as an argument, and this one runs the same loadgen_main.
+// The load generator alone (loadgen_main, the code of `thptrace-bench loadgen`): the benchmark scripts
+// take the binary as an argument and accept this one too.
 
 #include "loadgen/command.h"
 

@@ -7,7 +7,8 @@
 #   2. latency at low load: one connection, no pipelining, closed loop; prints p50/p99 of both,
 #      which should agree (same server, same loopback: any gap is the client's own overhead).
 # Usage: loadgen_vs_redis_benchmark.sh LOADGEN_BINARY
-#   LOADGEN_BINARY: build/userspace/cli/thptrace or build/tests/bench/loadgen_driver.
+#   LOADGEN_BINARY: build/userspace/cli/thptrace-bench (or thptrace, which runs it), or
+#   build/tests/bench/loadgen_driver.
 # Tunables (environment): CONNECTIONS=6 PIPELINE=80 KEYS=100000 VALUE_SIZE=400 DURATION=3 ROUNDS=5
 #   REQUESTS (redis-benchmark's throughput run, default 1500000) LOW_LOAD_REQUESTS=200000 PORT=6390
 # Client and server share the machine (2 cores here), so the client's own CPU cost shows up as

@@ -6,7 +6,8 @@
 # due during the stall, so its p99/p99.9 see it. The open loop's uncorrected service time is
 # printed too: the same requests measured the closed-loop way.
 # Usage: open_vs_closed_loop.sh LOADGEN_BINARY
-#   LOADGEN_BINARY: build/userspace/cli/thptrace or build/tests/bench/loadgen_driver.
+#   LOADGEN_BINARY: build/userspace/cli/thptrace-bench (or thptrace, which runs it), or
+#   build/tests/bench/loadgen_driver.
 # Tunables (environment): RATE=1000 DURATION=6 STALL_AT=2.5 STALL=0.5 KEYS=100000 VALUE_SIZE=400
 #   PORT=6390
 set -euo pipefail

@@ -2,15 +2,16 @@
 # is always stopped on exit, and the loadgen command line for whichever binary was given.
 
 # bench_loadgen_cmd BINARY: sets LOADGEN=(...) so "${LOADGEN[@]}" --flags runs the load generator.
-# The thptrace binary needs its subcommand; the stand-in driver (loadgen_driver) does not.
+# thptrace-bench and thptrace (which execs thptrace-bench) need the subcommand; the stand-in driver
+# (loadgen_driver) does not.
 bench_loadgen_cmd() {
   local bin=$1
   if [ ! -x "$bin" ]; then
-    echo "$0: $bin is not an executable; pass build/userspace/cli/thptrace or a loadgen_driver." >&2
+    echo "$0: $bin is not an executable; pass build/userspace/cli/thptrace-bench or a loadgen_driver." >&2
     exit 2
   fi
   case "$(basename "$bin")" in
-    thptrace) LOADGEN=("$bin" loadgen) ;;
+    thptrace | thptrace-bench) LOADGEN=("$bin" loadgen) ;;
     *) LOADGEN=("$bin") ;;
   esac
 }
