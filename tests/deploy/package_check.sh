@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `cmake --install` installs the binary, the systemd unit and the config; `cpack` builds a .deb that
 # carries them, marks the config as a conffile and depends on Debian's library packages. Neither ships
-# thptrace-bench, which `cmake --install --component bench` installs beside thptrace.
+# thptrace-bench, which `cmake --install --component bench` installs beside thptrace and the bench
+# component's own package (asked for with CPACK_COMPONENTS_ALL=bench) carries alone.
 # usage: package_check.sh BUILD_DIR
 set -uo pipefail
 build=$1
@@ -41,5 +42,10 @@ check "packaged files" has_files "$tmp/deb"
 check "no thptrace-bench packaged" no_bench "$tmp/deb"
 check "config is a conffile" sh -c "dpkg-deb -I '$deb' conffiles | grep -qx /etc/thptrace/thptrace.conf"
 check "depends on libbpf and prometheus-cpp" sh -c "dpkg-deb -f '$deb' Depends | grep -q libbpf1 && dpkg-deb -f '$deb' Depends | grep -q libprometheus-cpp-pull"
+check "cpack the bench component" cpack -G DEB -B "$tmp/bpkg" --config "$build/CPackConfig.cmake" \
+  -D CPACK_DEB_COMPONENT_INSTALL=ON -D CPACK_COMPONENTS_ALL=bench
+bdeb=$(ls "$tmp"/bpkg/thptrace-bench_*.deb 2>/dev/null | head -1)
+check "bench package: thptrace-bench alone, needs thptrace" sh -c "dpkg-deb -c '$bdeb' | grep -q ' ./usr/bin/thptrace-bench\$' &&
+  ! dpkg-deb -c '$bdeb' | grep -q ' ./usr/bin/thptrace\$' && dpkg-deb -f '$bdeb' Depends | grep -q '^thptrace (='"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
