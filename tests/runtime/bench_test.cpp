@@ -288,6 +288,23 @@ TEST(Bench, WithoutThptraceBenchOneSentenceExitTwo) {
   fs::remove_all(dir);
 }
 
+// A thptrace-bench installed without thptrace (alone, nothing on PATH): one sentence, exit 1, before
+// any server starts or any results folder is made.
+TEST(Bench, WithoutThptraceTheBenchSaysSoBeforeStarting) {
+  REQUIRE_BPF();  // root: the bench refuses to start without it before looking for thptrace
+  const fs::path dir = make_temp_dir("thptrace-bench-test-");
+  fs::copy_file(thptrace_bench_bin(), dir / "thptrace-bench");
+  Process p({"env", "PATH=", (dir / "thptrace-bench").string(), "bench", "--server", "/usr/bin/redis-server",
+             "--scenarios", "steady", "--out", (dir / "results").string()});
+  ASSERT_EQ(p.wait(10s), 1) << p.err();
+  const std::string err = p.err();
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_NE(err.find("the thptrace binary is neither beside thptrace-bench nor on PATH"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(dir / "results"));
+  EXPECT_EQ(bench_redis_servers(), std::vector<int>{});
+  fs::remove_all(dir);
+}
+
 // scale_out_channel asked by name of a server without an rdb channel (Debian's Redis 7.0.15): one
 // sentence naming the build, exit 2, before any scenario ran.
 TEST(Bench, RdbChannelScenarioByNameNeedsAServerWithOne) {
