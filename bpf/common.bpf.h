@@ -78,9 +78,9 @@ struct {
 	__type(value, struct thptrace_sample_state);
 } sample_state SEC(".maps") __weak;
 
-/* 1 in sample_every copy-on-write faults of a watched process with a live fork child is sent with
- * its user call stack; 0 = off, which the verifier then prunes from every program; else a power of
- * two. Set by userspace before load. */
+/* On average 1 in sample_every copy-on-write faults of a watched process with a live fork child is
+ * sent with its user call stack, at random gaps (sample_gap); 0 = off, which the verifier then
+ * prunes from every program. Set by userspace before load. */
 const volatile __u32 sample_every __weak = 0;
 
 /* A sample wakes the reader only once this many bytes wait in the samples ring (half of it, set by
@@ -327,14 +327,34 @@ static __always_inline void sample_send(void *ctx, __u32 tgid, __u64 address)
 	bpf_ringbuf_submit(s, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
-/* Whether the fault with this running count is one to sample: 1 in sample_every (a power of two,
- * checked by userspace, so a mask and no division). */
-static __always_inline bool sample_due(__u64 count)
+/* The gap to the next sampled copy, drawn uniformly from 1 .. 2N-1 (mean N = sample_every). Every
+ * N-th fault exactly would see one phase of any write pattern whose period divides N (a loop that
+ * writes three pages in one function and the fourth in another came out as 100% the first); random
+ * gaps leave each pattern's share unbiased. Drawn once a sample, not once a fault. */
+static __always_inline __u64 sample_gap(void)
 {
-	return sample_every && !(count & (sample_every - 1));
+	if (sample_every <= 1)
+		return 1;
+	return 1 + bpf_get_prandom_u32() % (2 * sample_every - 1);
 }
 
-/* The slow path's 1 in sample_every, counted on this CPU's tick. */
+/* Whether the fault that brought a tick to `count` is one to sample; *at is the count the next
+ * sample is due at (0: none drawn yet, and the first gap starts here). */
+static __always_inline bool sample_due(__u64 count, __u64 *at)
+{
+	if (!sample_every)
+		return false;
+	if (count < *at)
+		return false;
+	if (!*at) {
+		*at = count + sample_gap();
+		return false;
+	}
+	*at = count + sample_gap();
+	return true;
+}
+
+/* The slow path's sampler, on this CPU's tick. */
 static __always_inline void sample_copy(void *ctx, __u32 tgid, __u64 address)
 {
 	struct thptrace_sample_state *st;
@@ -343,7 +363,7 @@ static __always_inline void sample_copy(void *ctx, __u32 tgid, __u64 address)
 	if (!sample_every)
 		return;
 	st = bpf_map_lookup_elem(&sample_state, &zero);
-	if (st && sample_due(++st->tick))
+	if (st && sample_due(++st->tick, &st->sample_at))
 		sample_send(ctx, tgid, address);
 }
 

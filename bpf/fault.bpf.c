@@ -150,7 +150,7 @@ static __always_inline void wp_count(void *ctx, struct vm_fault *vmf, __u32 tgid
 		__sync_fetch_and_add(&p->thp_splits, 1);
 	if (ns)
 		add_latency(p->fault_lat, &p->fault_ns_total, &p->fault_ns_count, ns);
-	if (!split && sample_due(p->cow_faults) && h->live)
+	if (!split && sample_due(p->cow_faults, &p->sample_at) && h->live)
 		sample_send(ctx, tgid, wp_address(vmf));
 }
 
@@ -309,7 +309,7 @@ static __always_inline int on_user_fault(void *ctx, unsigned long address, unsig
 	__sync_fetch_and_add(&p->cow_faults, 1);
 	/* The line this fault has read already says whether a child lives; this CPU's count of the
 	 * owner's faults, on a line only this CPU writes, is the sampler's tick. */
-	if (sample_due(p->cow_faults) && h->live)
+	if (sample_due(p->cow_faults, &p->sample_at) && h->live)
 		sample_send(ctx, tgid, address);
 	return 0;
 }

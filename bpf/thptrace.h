@@ -148,7 +148,8 @@ struct thptrace_pcpu {
 	__u64 thp_splits;      /* fentry: huge COW faults that split the PMD */
 	__u64 fault_ns_total;  /* fentry: time in the wp handlers */
 	__u64 fault_ns_count;
-	__u64 pad[3];
+	__u64 sample_at;       /* cow_faults count at which the next copy on this CPU is sampled (0: none drawn) */
+	__u64 pad[2];
 	__u64 fault_lat[THPTRACE_LAT_SLOTS];
 };
 
@@ -186,6 +187,7 @@ struct thptrace_copy_sample {
 struct thptrace_sample_state {
 	__u64 tick;        /* slow-path faults of sampled processes on this CPU */
 	__u64 dropped;     /* samples that found the samples ring buffer full */
+	__u64 sample_at;   /* tick at which the next slow-path copy is sampled (0: none drawn) */
 };
 
 #endif /* THPTRACE_ABI_H */

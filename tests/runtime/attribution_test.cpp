@@ -25,10 +25,12 @@ double leaf_share(const nlohmann::json& copies, const std::string& leaf) {
   return share;
 }
 
-void expect_two_writers(bool force_fallback) {
+void expect_two_writers(bool force_fallback, bool interleaved = false) {
   const std::string dir = make_temp_dir("thptrace-attr-");
   const std::string json = dir + "/report.json";
-  Process work({COPY_WRITERS_BIN, std::to_string(kPages)});
+  std::vector<std::string> work_args = {COPY_WRITERS_BIN, std::to_string(kPages)};
+  if (interleaved) work_args.emplace_back("interleaved");
+  Process work(work_args);
   ASSERT_TRUE(work.wait_stdout_line("ready", 20s)) << work.err();
   std::vector<std::string> args = {thptrace_bin(), "--pid", std::to_string(work.pid()), "--duration", "60",
                                    "--json",       json,    "--sample-copies",          "64"};
@@ -146,6 +148,18 @@ TEST(Attribution, TwoWritersThreeToOne) {
 TEST(Attribution, TwoWritersThreeToOneForcedFallback) {
   REQUIRE_BPF();
   expect_two_writers(true);
+}
+
+// The same shares written with a period of four pages (three by write_most, one by write_rest, in
+// turn): a sampler that took every 64th fault saw write_most alone; random gaps give 75/25.
+TEST(Attribution, InterleavedWritersThreeToOne) {
+  REQUIRE_BPF();
+  expect_two_writers(false, true);
+}
+
+TEST(Attribution, InterleavedWritersThreeToOneForcedFallback) {
+  REQUIRE_BPF();
+  expect_two_writers(true, true);
 }
 
 // Redis 8.0.2 (frame pointers, tests/servers/fetch.sh) under a SET load during a BGSAVE, no keys

@@ -4,8 +4,11 @@
  * the last quarter: 3/4 and 1/4 of the copy-on-write faults, each taken in its own function. Built
  * with frame pointers and the writers kept out of line (tests/runtime/CMakeLists.txt), so a sampled
  * copy's stack reads write_most ← main. Prints "done" when the child has been reaped.
+ * With "interleaved", the same shares in one pass with a period of four pages: write_most() takes
+ * three pages of every four and write_rest() the fourth, so that a sampler taking every N-th fault,
+ * N a multiple of four, would see one writer only.
  *
- * usage: copy_writers PAGES */
+ * usage: copy_writers PAGES [interleaved] */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +53,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	size_t pages = strtoul(argv[1], NULL, 10);
+	int interleaved = argc > 2 && strcmp(argv[2], "interleaved") == 0;
 	size_t most = pages * 3 / 4;
 	char *buf = mmap(NULL, pages * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
@@ -77,8 +81,15 @@ int main(int argc, char **argv)
 		_exit(0);
 	}
 	close(done[0]);
-	write_most(buf, most);
-	write_rest(buf + most * PAGE, pages - most);
+	if (interleaved) {
+		for (size_t i = 0; i + 4 <= pages; i += 4) {
+			write_most(buf + i * PAGE, 3);
+			write_rest(buf + (i + 3) * PAGE, 1);
+		}
+	} else {
+		write_most(buf, most);
+		write_rest(buf + most * PAGE, pages - most);
+	}
 	close(done[1]);
 	waitpid(child, NULL, 0);
 	printf("done %zu\n", written);

@@ -19,4 +19,4 @@ static_assert(offsetof(thptrace_pcpu, fault_lat) == 64, "per-CPU counters layout
 static_assert((THPTRACE_HOT_LINES & (THPTRACE_HOT_LINES - 1)) == 0, "hot lines: a power of two");
 static_assert(sizeof(thptrace_copy_sample) == 32 + 8 * THPTRACE_STACK_DEPTH, "copy sample layout");
 static_assert(offsetof(thptrace_hot, live) == 12, "hot line layout");
-static_assert(sizeof(thptrace_sample_state) == 16, "sampler state layout");
+static_assert(sizeof(thptrace_sample_state) == 24, "sampler state layout");
