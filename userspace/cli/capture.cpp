@@ -17,7 +17,9 @@ int run_capture(const CaptureOptions& o) {
   CaptureSession session(o, target);
   const report::CaptureInputs inputs = session.run();
   if (const char* path = std::getenv("THPTRACE_RECORD_INPUTS"))
-    std::ofstream(path) << report::inputs_to_json(inputs).dump(1) << "\n";
+    std::ofstream(path) << report::inputs_to_json(inputs).dump(1, ' ', false,
+                                                               nlohmann::ordered_json::error_handler_t::replace)
+                        << "\n";
   const report::Report r = report::assemble(inputs);
   std::cout << report::to_text(r) << std::flush;
   int code = kExitOk;

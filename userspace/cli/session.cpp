@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/signals.h"
+#include "common/text.h"
 #include "proc/resolve.h"
 #include "redis/locate.h"
 #include "thptrace/version.h"
@@ -57,8 +58,8 @@ CaptureTarget validate_capture(const CaptureOptions& o) {
   const pid_t pid = redis ? resolve_redis_target(*redis, o.redis_settings.user, o.pid) : o.pid;
   if (!proc::process_exists(pid)) {
     if (const auto st = proc::read_status(pid); st && st->exited)
-      throw FatalError(kExitUsage,
-                       fmt::format("process {} ({}) has exited; its parent has not reaped it yet.", pid, st->name));
+      throw FatalError(kExitUsage, fmt::format("process {} ({}) has exited; its parent has not reaped it yet.", pid,
+                                               text::printable(st->name)));
     throw FatalError(kExitUsage, fmt::format("no process with pid {} exists.", pid));
   }
   const auto status = proc::read_status(pid);
@@ -162,7 +163,7 @@ void CaptureSession::attach(const CaptureOptions& o, const CaptureTarget& target
 }
 
 report::CaptureInputs CaptureSession::run() {
-  fmt::print(stderr, "thptrace: tracing pid {} ({}){}; Ctrl-C to stop\n", inputs_.pid, inputs_.comm,
+  fmt::print(stderr, "thptrace: tracing pid {} ({}){}; Ctrl-C to stop\n", inputs_.pid, text::printable(inputs_.comm),
              duration_s_ ? fmt::format(" for {:.0f} s", *duration_s_) : std::string());
   const auto pid = static_cast<uint32_t>(inputs_.pid);
   bool target_exited = false;

@@ -5,24 +5,15 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <string_view>
+
+#include "common/text.h"
 
 namespace thptrace::svg {
 
-// s with the characters XML gives a meaning to (& < > ") written as entities.
-inline std::string escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+// s as XML text or an attribute value: whatever bytes it holds (a process name, a Redis address),
+// the result is valid UTF-8 with no markup and no character XML 1.0 forbids (common/text.h).
+inline std::string escape(std::string_view s) { return text::xml_escape(s); }
 
 // The smallest 1, 2 or 5 × 10^k at or above v (1 for v <= 0): round axis tops, steps and widths.
 inline double round_up_125(double v) {

@@ -21,7 +21,8 @@ void Exporter::record_to(const std::string& record_path) {
 }
 
 void Exporter::record(const nlohmann::ordered_json& step) {
-  if (record_) *record_ << step.dump() << "\n" << std::flush;
+  if (record_)
+    *record_ << step.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n" << std::flush;
 }
 
 Exporter::TargetId Exporter::add_target(const std::string& label, bool redis_polled) {

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/text.h"
 #include "thptrace/version.h"
 
 namespace thptrace::daemon {
@@ -29,7 +30,22 @@ Histogram::BucketBoundaries cow_fault_buckets() {
   return b;
 }
 
-prometheus::ClientMetric::Label target_label(const std::string& t) { return {"target", t}; }
+prometheus::ClientMetric::Label target_label(const std::string& t) { return {"target", text::valid_utf8(t)}; }
+
+// The registry whose label values are valid UTF-8 in every scrape. A target's label can come from a
+// process's name; prometheus-cpp escapes quotes, backslashes and line breaks but passes other bytes,
+// and one invalid byte makes the whole exposition unreadable to Prometheus.
+class ValidLabelRegistry : public prometheus::Registry {
+ public:
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    auto families = Registry::Collect();
+    for (auto& f : families)
+      for (auto& m : f.metric)
+        for (auto& l : m.label)
+          if (!text::is_valid_utf8(l.value)) l.value = text::valid_utf8(l.value);
+    return families;
+  }
+};
 
 }  // namespace
 
@@ -93,7 +109,7 @@ std::vector<prometheus::MetricFamily> RedisMirror::Collect() const {
 }
 
 Metrics::Metrics()
-    : registry_(std::make_shared<prometheus::Registry>()),
+    : registry_(std::make_shared<ValidLabelRegistry>()),
       mirror_(std::make_shared<RedisMirror>()),
       forks_(BuildCounter()
                  .Name("thptrace_forks_total")

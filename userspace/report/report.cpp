@@ -9,6 +9,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "common/text.h"
 #include "report/copies.h"
 
 namespace thptrace::report {
@@ -80,6 +81,18 @@ std::string replica_line(const correlate::ReplicaSync& s) {
   else if (s.outcome == correlate::ReplicaSync::Outcome::syncing)
     end = "; still syncing at the end";
   return fmt::format("           replica {} ({}): {}{}; offset {}", s.address, how, states, end, s.offset);
+}
+
+// Every string value of the document made valid UTF-8 in place: names from /proc, symbols and Redis
+// replies reach the report unchecked, and the JSON writer throws on an invalid byte. The keys are
+// this file's own.
+void make_valid(ordered_json& j) {
+  if (j.is_string()) {
+    auto& s = j.get_ref<std::string&>();
+    if (!text::is_valid_utf8(s)) s = text::valid_utf8(s);
+  } else if (j.is_structured()) {
+    for (auto& x : j) make_valid(x);
+  }
 }
 
 }  // namespace
@@ -205,6 +218,7 @@ ordered_json to_json(const Report& r) {
                         {"wasted_copied_bytes", x->wasted_copied_bytes}};
   }
   j["findings"] = findings(r);
+  make_valid(j);
   return j;
 }
 
@@ -222,7 +236,8 @@ std::vector<bool> shown_forks(const std::vector<correlate::ForkEpisode>& forks) 
 
 std::string to_text(const Report& r) {
   std::string out;
-  auto line = [&out](const std::string& s) { out += s + "\n"; };
+  // Each line made printable once here: a name cannot end a line early or hold a terminal escape.
+  auto line = [&out](const std::string& s) { out += text::printable(s) + "\n"; };
   line(fmt::format("thptrace {} — capture of pid {} ({}) for {:.1f} s", r.version, r.pid, r.comm, r.duration_s));
   line(fmt::format("kernel {}  THP enabled={} defrag={}  process THP_enabled={}", r.system.kernel_release,
                    r.system.thp_enabled, r.system.thp_defrag,
@@ -321,8 +336,13 @@ std::string to_text(const Report& r) {
   return out;
 }
 
+std::string json_text(const Report& r) {
+  // to_json made every string valid; replace is the last defence of a writer that must not throw.
+  return to_json(r).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
 bool write_json_file(const Report& r, const std::string& path, std::string* error) {
-  return write_file_atomically(path, to_json(r).dump(2) + "\n", error);
+  return write_file_atomically(path, json_text(r), error);
 }
 
 bool write_file_atomically(const std::string& path, const std::string& content, std::string* error) {

@@ -135,11 +135,15 @@ std::optional<ReplicationSection> replication_of(const CaptureInputs& inputs,
 std::vector<std::string> findings(const Report& r);
 // The JSON of the contract, and its one reader (bench reads captures with it): from_json(to_json(r))
 // writes the same JSON again. from_json throws nlohmann::json::exception or std::invalid_argument
-// when a key is missing or has another type.
+// when a key is missing or has another type. Every string of to_json is valid UTF-8, whatever bytes
+// the report's names hold (each ill-formed sequence is U+FFFD).
 nlohmann::ordered_json to_json(const Report& r);
 Report from_json(const nlohmann::json& j);
+// The JSON report file's content (to_json, indented, with a final newline); never throws on a value.
+std::string json_text(const Report& r);
+// The text report; every line printable (common/text.h), whatever a name holds.
 std::string to_text(const Report& r);
-// Writes the JSON to path through a temporary file and rename, so a reader never sees half a file.
+// Writes json_text to path through a temporary file and rename, so a reader never sees half a file.
 // Returns false with *error set on failure.
 bool write_json_file(const Report& r, const std::string& path, std::string* error);
 // The same for any content.
