@@ -1,12 +1,9 @@
 #include "report/report.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <fstream>
 #include <stdexcept>
 
 #include "common/text.h"
@@ -339,34 +336,6 @@ std::string to_text(const Report& r) {
 std::string json_text(const Report& r) {
   // to_json made every string valid; replace is the last defence of a writer that must not throw.
   return to_json(r).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
-}
-
-bool write_json_file(const Report& r, const std::string& path, std::string* error) {
-  return write_file_atomically(path, json_text(r), error);
-}
-
-bool write_file_atomically(const std::string& path, const std::string& content, std::string* error) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) {
-      if (error) *error = "cannot write " + path;
-      return false;
-    }
-    out << content;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      if (error) *error = "cannot write " + path;
-      return false;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    if (error) *error = "cannot write " + path;
-    return false;
-  }
-  return true;
 }
 
 namespace {

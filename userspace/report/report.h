@@ -143,10 +143,5 @@ Report from_json(const nlohmann::json& j);
 std::string json_text(const Report& r);
 // The text report; every line printable (common/text.h), whatever a name holds.
 std::string to_text(const Report& r);
-// Writes json_text to path through a temporary file and rename, so a reader never sees half a file.
-// Returns false with *error set on failure.
-bool write_json_file(const Report& r, const std::string& path, std::string* error);
-// The same for any content.
-bool write_file_atomically(const std::string& path, const std::string& content, std::string* error);
 
 }  // namespace thptrace::report
