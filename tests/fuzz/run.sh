@@ -8,7 +8,11 @@
 #
 # Environment: FUZZ_SECONDS (per target, default 20), FUZZ_BUILD_DIR (default <repo>/build-fuzz),
 # FUZZ_JOBS (build parallelism, default 2), FUZZ_TARGETS (space-separated subset, default all),
-# FUZZ_ARTIFACTS (where failing inputs are kept, default $FUZZ_BUILD_DIR/artifacts).
+# FUZZ_ARTIFACTS (where failing inputs are kept, default $FUZZ_BUILD_DIR/artifacts), FUZZ_MAX_LEN
+# (bytes: the longest input for every target, e.g. 4194304; default libFuzzer's own, which grows
+# from the corpus's longest input). The report writers (report_json, timeline_svg) always take
+# inputs up to FUZZ_MAX_LEN or 1 MiB, whichever is larger: names of a megabyte are part of what
+# they must survive.
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -70,7 +74,14 @@ for t in "${targets[@]}"; do
   start=$(date +%s)
   dict=()
   [ -f "$here/dict/$t.dict" ] && dict=(-dict="$here/dict/$t.dict")
-  "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "${dict[@]}" \
+  max_len=${FUZZ_MAX_LEN:-}
+  case $t in
+    report_json | timeline_svg) max_len=$((${max_len:-0} > 1048576 ? max_len : 1048576)) ;;
+  esac
+  len=()
+  # -len_control=0: mutations may reach max_len at once instead of growing towards it slowly.
+  [ -n "$max_len" ] && len=(-max_len="$max_len" -len_control=0)
+  "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "${dict[@]}" "${len[@]}" \
     -artifact_prefix="$work/$t/artifacts/" "$work/$t/corpus" >"$log" 2>&1
   rc=$?
   elapsed=$(($(date +%s) - start))
