@@ -1,9 +1,10 @@
-// Every writer of the capture is total: a report whose names hold bytes that are not UTF-8, control
-// characters and markup still gives JSON that parses, a text report of printable lines and a
-// timeline with no markup but its own.
+// Every writer is total: a report whose names hold bytes that are not UTF-8, control characters and
+// markup still gives JSON that parses, a text report of printable lines and a timeline with no
+// markup but its own; a daemon target so named still gives a scrape that is valid UTF-8.
 #include <gtest/gtest.h>
 
 #include "common/text.h"
+#include "daemon/metrics.h"
 #include "report/report.h"
 #include "report/timeline.h"
 
@@ -99,6 +100,21 @@ TEST(ReportWriters, TimelineOfHostileNamesHoldsNoMarkupButItsOwn) {
     EXPECT_EQ(doc.find("'>"), std::string::npos);
     EXPECT_NE(doc.find("\xEF\xBF\xBD\\x01&lt;&amp;&quot;&#39;&gt;"), std::string::npos);
   }
+}
+
+TEST(ReportWriters, MetricLabelsOfAHostileTargetAreValidUtf8) {
+  daemon::Metrics metrics;
+  metrics.add_target(kHostile);
+  metrics.set_untraced(kHostile, true);
+  redis::Snapshot up;
+  up.up = true;
+  up.total_forks = 7;
+  metrics.set_redis(kHostile, up);
+  const std::string scrape = metrics.exposition();
+  EXPECT_TRUE(text::is_valid_utf8(scrape));
+  // prometheus-cpp escapes the line break and the quote; the rest is as valid_utf8 made it.
+  EXPECT_NE(scrape.find("thptrace_redis_forks_total{target=\"\xEF\xBF\xBD\x01<&\\\"'>"), std::string::npos) << scrape;
+  EXPECT_NE(scrape.find("thptrace_target_untraced{target=\"\xEF\xBF\xBD\x01<&\\\"'>"), std::string::npos);
 }
 
 }  // namespace
