@@ -158,10 +158,20 @@ if not tv or tv.get("type") != "query":
 else:
     q = tv.get("query")
     q = q.get("query") if isinstance(q, dict) else q
-    if q != "label_values(thptrace_redis_up, target)":
+    if q != 'label_values(thptrace_redis_up{instance=~"$instance"}, target)':
         errors.append(f"target variable query is {q!r}")
     if tv.get("datasource", {}).get("uid") != "${datasource}":
         errors.append("target variable does not use ${datasource}")
+iv = variables.get("instance")
+if not iv or iv.get("type") != "query":
+    errors.append("no `instance` (host) query variable")
+else:
+    q = iv.get("query")
+    q = q.get("query") if isinstance(q, dict) else q
+    if q != "label_values(thptrace_redis_up, instance)":
+        errors.append(f"instance variable query is {q!r}")
+    if iv.get("datasource", {}).get("uid") != "${datasource}":
+        errors.append("instance variable does not use ${datasource}")
 
 def uses_ds(obj):
     ds = obj.get("datasource")
@@ -185,6 +195,8 @@ def walk(panels):
                 errors.append(f"panel {title!r} query {t.get('refId')}: datasource is not ${{datasource}}")
             if '$target' not in expr:
                 errors.append(f"panel {title!r} query {t.get('refId')}: expr does not use $target")
+            if '$instance' not in expr:
+                errors.append(f"panel {title!r} query {t.get('refId')}: expr does not use $instance")
             exprs.append((f"panel {title} {t.get('refId')}", expr))
 walk(d.get("panels", []))
 annotations = [a for a in d.get("annotations", {}).get("list", []) if a.get("expr")]
@@ -195,6 +207,8 @@ for a in annotations:
         errors.append(f"annotation {a.get('name')!r}: datasource is not ${{datasource}}")
     if '$target' not in a["expr"]:
         errors.append(f"annotation {a.get('name')!r}: expr does not use $target")
+    if '$instance' not in a["expr"]:
+        errors.append(f"annotation {a.get('name')!r}: expr does not use $instance")
     exprs.append((f"annotation {a.get('name')}", a["expr"]))
 if not any("thptrace_fork_in_progress" in a["expr"] or "thptrace_forks_total" in a["expr"]
            for a in annotations):
@@ -210,7 +224,8 @@ for w in wanted:
         errors.append(f"no panel shows {w}")
 
 # Each expression, with Grafana's variables substituted, becomes a recording rule for promtool to parse.
-subst = {"$__rate_interval": "1m", "$__interval": "1m", "$__range": "1h", "$target": ".*"}
+subst = {"$__rate_interval": "1m", "$__interval": "1m", "$__range": "1h", "$target": ".*",
+         "$instance": ".*"}
 with open(sys.argv[2], "w") as f:
     f.write("groups:\n  - name: dashboard\n    rules:\n")
     for i, (_, e) in enumerate(exprs):
@@ -223,7 +238,7 @@ if errors:
     sys.exit(1)
 EOF
 }
-check "dashboard: datasource and target variables, every query uses \$datasource and \$target" dashboard_ok
+check "dashboard: datasource, instance and target variables, every query uses \$datasource, \$instance and \$target" dashboard_ok
 dashboard_promql_ok() {
   [ -s "$tmp/dashboard.rules.yml" ] || { echo "no queries extracted (see the previous check)"; return 1; }
   prom check rules "$tmp/dashboard.rules.yml"

@@ -60,7 +60,7 @@ def http_json(url):
         return json.load(r)
 
 
-def dashboard_exprs(target):
+def dashboard_exprs(instance, target):
     d = json.load(open(DASHBOARD))
     exprs = []
 
@@ -75,7 +75,8 @@ def dashboard_exprs(target):
     for a in d["annotations"]["list"]:
         if a.get("expr"):
             exprs.append((f"annotation '{a['name']}'", a["expr"]))
-    subst = {"$__rate_interval": "1m", "$__interval": "5s", "$__range": "5m", "$target": target}
+    subst = {"$__rate_interval": "1m", "$__interval": "5s", "$__range": "5m", "$target": target,
+             "$instance": instance}
     out = []
     for name, e in exprs:
         for k, v in subst.items():
@@ -154,7 +155,7 @@ def main():
         replica.terminate()
 
         # Grafana evaluates panels and annotations over a time range: so do we, over the scenario.
-        checks = dashboard_exprs(target) + recording_rules()
+        checks = dashboard_exprs(f"127.0.0.1:{dport}", target) + recording_rules()
         window = f"&start={scenario_start:.0f}&end={time.time():.0f}"
         passed = failed = 0
         for name, expr in checks:
