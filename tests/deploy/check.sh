@@ -245,6 +245,11 @@ dashboard_promql_ok() {
 }
 check "dashboard: every query parses as PromQL (promtool)" dashboard_promql_ok
 
+# Every host may watch the same target: no aggregation or join of the rules or the dashboard may
+# drop the scrape's job and instance (merging every host's series into one).
+check "rules and dashboard keep job and instance in every aggregation and join" \
+  "$py" "$root/tests/deploy/instance_check.py" "$rules" "$dashboard"
+
 # --- Kubernetes ---------------------------------------------------------------------------------
 k8s_ok() {
   "$py" - "$daemonset" "$servicemonitor" <<'EOF'
