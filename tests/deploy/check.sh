@@ -47,6 +47,9 @@ prom() { need promtool && promtool "$@"; }
 check "promtool check rules deploy/prometheus/thptrace.rules.yml" prom check rules "$rules"
 check "promtool test rules deploy/prometheus/tests/thptrace.rules.test.yml" prom test rules "$rules_test"
 check "promtool check config deploy/prometheus/prometheus.yml" prom check config "$prom_config"
+# Each alert: for:, severity, a summary naming instance and target, a runbook section, tests both ways.
+check "alerts: for, severity, summary, runbook_url into docs/runbooks.md, tested firing and not" \
+  "$py" "$root/tests/deploy/alerts_check.py" "$rules" "$rules_test" "$root/docs/runbooks.md"
 
 # --- systemd ------------------------------------------------------------------------------------
 # `verify` also checks that ExecStart's binary exists. Until thptrace is installed, verify a copy
