@@ -16,9 +16,9 @@ import yaml
 
 KEPT = ("job", "instance")
 AGGREGATORS = "sum|max|min|avg|count|group|stddev|stdvar|topk|bottomk|quantile|count_values"
-AGG_RE = re.compile(r"(?<![\w:])(%s)(?![\w:])" % AGGREGATORS)
-JOIN_RE = re.compile(r"(?<![\w:])(on|ignoring)\s*\(([^)]*)\)")
-CLAUSE_RE = re.compile(r"\s*(by|without)\s*\(([^)]*)\)")
+AGG_RE = re.compile(r"(?<![\w:])(%s)(?![\w:])" % AGGREGATORS, re.I)
+JOIN_RE = re.compile(r"(?<![\w:])(on|ignoring)\s*\(([^)]*)\)", re.I)
+CLAUSE_RE = re.compile(r"\s*(by|without)\s*\(([^)]*)\)", re.I)
 STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
 
 
@@ -40,6 +40,7 @@ def matching_paren(s, i):
 
 
 def clause_problem(op, kind, names):
+    kind = kind.lower()  # PromQL keywords are case-insensitive
     if kind == "by" and not all(k in names for k in KEPT):
         return f"{op} by ({', '.join(sorted(names))}) drops " + " and ".join(k for k in KEPT if k not in names)
     if kind == "without" and any(k in names for k in KEPT):
@@ -73,10 +74,10 @@ def problems(expr):
             out.append(f"{op}(...) with neither by nor without drops job and instance")
     for m in JOIN_RE.finditer(s):
         names = labels(m.group(2))
-        if m.group(1) == "on" and not all(k in names for k in KEPT):
+        if m.group(1).lower() == "on" and not all(k in names for k in KEPT):
             out.append(f"on ({', '.join(sorted(names))}) joins hosts: it lacks " +
                        " and ".join(k for k in KEPT if k not in names))
-        if m.group(1) == "ignoring" and any(k in names for k in KEPT):
+        if m.group(1).lower() == "ignoring" and any(k in names for k in KEPT):
             out.append(f"ignoring ({', '.join(sorted(names))}) joins hosts")
     return out
 
