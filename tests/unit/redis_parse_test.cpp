@@ -74,6 +74,53 @@ TEST(Info, IgnoresMalformedLines) {
   EXPECT_TRUE(parse_replicas(parse_info("slave:junk\nslavex:ip=1\n")).empty());
 }
 
+// A hostile INFO listing 100,000 replicas: the first kMaxReplicas (by number, not by the map's text
+// order) are read, the count listed is kept, and the Valkey channel merge still finds its pairs.
+TEST(Info, ReplicaListsAreCappedAndReadInOrder) {
+  std::string text = "# Replication\r\nrole:master\r\n";
+  for (int k = 99'999; k >= 0; --k)
+    text += "slave" + std::to_string(k) + ":ip=10.0." + std::to_string(k / 256 % 256) + "." + std::to_string(k % 256) +
+            ",port=" + std::to_string(1000 + k) + ",state=online,offset=" + std::to_string(k) + ",lag=0\r\n";
+  const auto info = parse_info(text);
+  size_t listed = 0;
+  const auto replicas = parse_replicas(info, &listed);
+  EXPECT_EQ(listed, 100'000u);
+  ASSERT_EQ(replicas.size(), kMaxReplicas);
+  for (size_t i = 0; i < replicas.size(); ++i) ASSERT_EQ(replicas[i].offset, static_cast<int64_t>(i));
+  EXPECT_EQ(replicas.back().port, 1000 + static_cast<int>(kMaxReplicas) - 1);
+  const auto snap = snapshot_from_info(info, 1);
+  EXPECT_EQ(snap.replicas.size(), kMaxReplicas);
+  EXPECT_EQ(snap.replicas_listed, 100'000u);
+
+  // Dual-channel lines of one address merge, also among many.
+  std::string pairs;
+  for (int k = 0; k < 100; ++k) {
+    const std::string port = std::to_string(2000 + k);
+    pairs += "slave" + std::to_string(2 * k) + ":ip=10.1.1.1,port=" + port + ",state=wait_bgsave,type=rdb-channel\n";
+    pairs += "slave" + std::to_string(2 * k + 1) + ":ip=10.1.1.1,port=" + port +
+             ",state=bg_transfer,offset=7,lag=3,type=main-channel\n";
+  }
+  const auto merged = parse_replicas(parse_info(pairs), &listed);
+  EXPECT_EQ(listed, 200u);
+  ASSERT_EQ(merged.size(), 100u);
+  EXPECT_EQ(merged[99].port, 2099);
+  EXPECT_EQ(merged[99].state, "wait_bgsave");
+  EXPECT_EQ(merged[99].offset, 7);
+}
+
+TEST(Info, ServerTextIsCutAndEscaped) {
+  EXPECT_EQ(printable("NOPERM no"), "NOPERM no");
+  EXPECT_EQ(printable(std::string("a\xff\x01\x1b[m\\b\n", 9)), "a\\xff\\x01\\x1b[m\\x5cb\\x0a");
+  EXPECT_EQ(printable(std::string(500, 'y')), std::string(kMaxServerText, 'y') + "...");
+  EXPECT_EQ(printable("abcdef", 3), "abc...");
+  EXPECT_EQ(printable(""), "");
+  // Replica fields reach labels and logs: escaped where they are read.
+  const auto r = parse_replicas(parse_info("slave0:ip=\xff\x1b,port=1,state=on\x7fline\n"));
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].ip, "\\xff\\x1b");
+  EXPECT_EQ(r[0].state, "on\\x7fline");
+}
+
 TEST(LatencyHistogram, SumsCommandsOnAPowerOfTwoGrid) {
   // SET: 90 calls ≤ 8 µs, 99 ≤ 16 µs, 100 ≤ 1024 µs; GET: 50 calls ≤ 2 µs.
   Owned r(arr({str("set"), arr({str("calls"), num(100), str("histogram_usec"), arr({num(8), num(90), num(16), num(99), num(1024), num(100)})}),

@@ -69,7 +69,7 @@ TEST(ReplyLimits, AnArrayHeaderOverTheBoundFailsTheReply) {
   ReplyLimits limits(reader.get());
   EXPECT_FALSE(next_reply(reader.get()));
   EXPECT_EQ(reader->err, REDIS_ERR_OOM);  // how hiredis reports a create function's null
-  EXPECT_EQ(limits.refusal(), "refused an oversized reply: 2147483647 elements (the limit is 1048576 per reply)");
+  EXPECT_EQ(limits.refusal(), "refused an oversized reply to the command: 2147483647 elements (the limit is 1048576)");
 }
 
 TEST(ReplyLimits, ArraysOfOneReplyCountTogether) {
@@ -83,7 +83,7 @@ TEST(ReplyLimits, ArraysOfOneReplyCountTogether) {
   ReplyLimits limits(nested.get());
   EXPECT_FALSE(next_reply(nested.get()));
   EXPECT_EQ(nested->err, REDIS_ERR_OOM);
-  EXPECT_EQ(limits.refusal(), "refused an oversized reply: 1048577 elements (the limit is 1048576 per reply)");
+  EXPECT_EQ(limits.refusal(), "refused an oversized reply to the command: 1048577 elements (the limit is 1048576)");
 }
 
 TEST(ReplyLimits, ABulkHeaderOverTheBoundIsRefusedBeforeItsData) {
@@ -92,7 +92,7 @@ TEST(ReplyLimits, ABulkHeaderOverTheBoundIsRefusedBeforeItsData) {
   EXPECT_FALSE(next_reply(reader.get()));
   EXPECT_EQ(reader->err, 0);  // hiredis alone would wait for the gigabyte
   EXPECT_FALSE(limits.pending_within_limits());
-  EXPECT_EQ(limits.refusal(), "refused an oversized reply: 1000000000 bytes (the limit is 67108864 per reply)");
+  EXPECT_EQ(limits.refusal(), "refused an oversized reply to the command: 1000000000 bytes (the limit is 67108864)");
 
   ReaderPtr at_bound = fed_reader("$67108864\r\nxyz");
   ReplyLimits at_bound_limits(at_bound.get());
@@ -220,8 +220,8 @@ TEST(RedisClientLimits, OversizedRepliesFailAtOnceWithOneClearError) {
   ASSERT_GT(server.port(), 0);
   const long resident_before = resident_bytes();
   std::string error;
-  for (const char* expected : {"refused an oversized reply: 2147483647 elements (the limit is 1048576 per reply)",
-                               "refused an oversized reply: 1000000000 bytes (the limit is 67108864 per reply)"}) {
+  for (const char* expected : {"refused an oversized reply to the command: 2147483647 elements (the limit is 1048576)",
+                               "refused an oversized reply to the command: 1000000000 bytes (the limit is 67108864)"}) {
     // A fresh client per reply, as the watcher and the bench reconnect after a broken one.
     auto client = Client::connect({"127.0.0.1", server.port()}, "", 5000ms, &error);
     ASSERT_TRUE(client) << error;
@@ -244,6 +244,7 @@ TEST(RedisClientLimits, TheWatcherReportsTheRefusalAndReconnects) {
   Watcher::Options options;
   options.address = {"127.0.0.1", server.port()};
   options.interval = 10ms;
+  options.retry = 10ms;
   Watcher watcher(options);
   const auto until = std::chrono::steady_clock::now() + 10s;
   // Three connections, and the refusal of one of them reported: a watcher stopped right after an
@@ -255,8 +256,88 @@ TEST(RedisClientLimits, TheWatcherReportsTheRefusalAndReconnects) {
   EXPECT_GE(server.accepted(), 3);
   EXPECT_FALSE(watcher.ever_up());
   EXPECT_EQ(seen, "lost the connection to Redis at 127.0.0.1:" + std::to_string(server.port()) +
-                      ": refused an oversized reply: 2147483647 elements (the limit is 1048576 per "
-                      "reply)");
+                      ": refused an oversized reply to INFO: 2147483647 elements (the limit is 1)");
+}
+
+TEST(ReplyLimits, EachCommandHasItsOwnBudget) {
+  EXPECT_EQ(&reply_budget({"INFO"}), &kInfoBudget);
+  EXPECT_EQ(&reply_budget({"info", "replication"}), &kInfoBudget);
+  EXPECT_EQ(&reply_budget({"CONFIG", "GET", "repl-timeout"}), &kConfigGetBudget);
+  EXPECT_EQ(&reply_budget({"config", "set", "x", "y"}), &kDefaultBudget);
+  EXPECT_EQ(&reply_budget({"LATENCY", "HISTOGRAM"}), &kLatencyHistogramBudget);
+  EXPECT_EQ(&reply_budget({"CLIENT", "LIST", "TYPE", "replica"}), &kClientListBudget);
+  EXPECT_EQ(&reply_budget({"Client", "Info"}), &kClientInfoBudget);
+  EXPECT_EQ(&reply_budget({"PING"}), &kDefaultBudget);
+  EXPECT_EQ(&reply_budget({}), &kDefaultBudget);
+  EXPECT_LE(kInfoBudget.bytes, 1LL << 20);
+  EXPECT_LE(kConfigGetBudget.bytes, 64LL << 10);
+}
+
+TEST(ReplyLimits, AnInfoOverOneMebibyteIsRefusedByItsHeader) {
+  ReaderPtr reader = fed_reader("$8388608\r\n# Server\r\n");
+  ReplyLimits limits(reader.get());
+  limits.new_reply(kInfoBudget);
+  EXPECT_FALSE(next_reply(reader.get()));
+  EXPECT_FALSE(limits.pending_within_limits());
+  EXPECT_EQ(limits.refusal(), "refused an oversized reply to INFO: 8388608 bytes (the limit is 1048576)");
+
+  // The same header is within the bound of a command that may need it.
+  ReaderPtr other = fed_reader("$8388608\r\n# Server\r\n");
+  ReplyLimits other_limits(other.get());
+  other_limits.new_reply(kDefaultBudget);
+  EXPECT_FALSE(next_reply(other.get()));
+  EXPECT_TRUE(other_limits.pending_within_limits());
+}
+
+TEST(ReplyLimits, AConfigGetReplyIsSmall) {
+  const std::string value((64 << 10) + 1, 'v');
+  ReaderPtr reader = fed_reader("*2\r\n$4\r\nsave\r\n$" + std::to_string(value.size()) + "\r\n" + value + "\r\n");
+  ReplyLimits limits(reader.get());
+  limits.new_reply(kConfigGetBudget);
+  EXPECT_FALSE(next_reply(reader.get()));
+  EXPECT_TRUE(limits.refused());
+  EXPECT_EQ(limits.refusal(), "refused an oversized reply to CONFIG GET: 65541 bytes (the limit is 65536)");
+}
+
+// A server that answers every command with an error: the client sees a refusal (the connection
+// still works), its text cut and escaped.
+TEST(RedisClientLimits, AnErrorReplyIsARefusalWithPrintableText) {
+  FakeRedis server({"-NOPERM \xff\x1b[2J" + std::string(500, 'y') + "\r\n"});
+  ASSERT_GT(server.port(), 0);
+  std::string error;
+  auto client = Client::connect({"127.0.0.1", server.port()}, "", 5000ms, &error);
+  ASSERT_TRUE(client) << error;
+  EXPECT_EQ(client->info(), std::nullopt);
+  EXPECT_TRUE(client->refused());
+  EXPECT_FALSE(client->broken());
+  EXPECT_EQ(client->last_error(), "NOPERM \\xff\\x1b[2J" + std::string(200 - 12, 'y') + "...");
+}
+
+// A server that refuses INFO: the watcher backs off (doubling up to retry_max), counts every failed
+// poll, and says why; it does not reconnect in a loop.
+TEST(WatcherBackoff, ARefusedInfoWaitsLongerEachTime) {
+  FakeRedis server({"-NOPERM this user has no permissions to run the 'info' command\r\n"});
+  ASSERT_GT(server.port(), 0);
+  Watcher::Options options;
+  options.address = {"127.0.0.1", server.port()};
+  options.interval = 1ms;
+  options.retry = 50ms;
+  options.retry_max = 200ms;
+  std::atomic<int> down{0};
+  options.on_snapshot = [&down](const Snapshot& s) { down += s.up ? 0 : 1; };
+  Watcher watcher(options);
+  std::this_thread::sleep_for(1500ms);
+  watcher.stop();
+  // Waits of 50, 100, 200, 200, ... ms: at most 1 + 1500 / 50 tries even on a slow machine, while a
+  // loop without a pause makes thousands.
+  EXPECT_GE(server.accepted(), 3);
+  EXPECT_LE(server.accepted(), 12);
+  // Every try but one stopped in flight was counted, and told as a down snapshot.
+  EXPECT_GE(watcher.failed_polls() + 1, static_cast<uint64_t>(server.accepted()));
+  EXPECT_LE(watcher.failed_polls(), static_cast<uint64_t>(server.accepted()));
+  EXPECT_EQ(down.load(), static_cast<int>(watcher.failed_polls()));
+  EXPECT_FALSE(watcher.ever_up());
+  EXPECT_EQ(watcher.last_error(), "INFO refused: NOPERM this user has no permissions to run the 'info' command");
 }
 
 }  // namespace

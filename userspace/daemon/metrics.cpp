@@ -76,8 +76,17 @@ std::vector<prometheus::MetricFamily> RedisMirror::Collect() const {
                        "Redis's server-side command latency (LATENCY HISTOGRAM summed over commands; power-of-two "
                        "microsecond buckets; _sum is estimated from the buckets).",
                        MetricType::Histogram, {}};
+  MetricFamily failures{"thptrace_redis_poll_failures_total",
+                        "Polls of Redis that failed (connect, AUTH, INFO refused or unanswered); each makes the next "
+                        "wait longer, up to 30 s.",
+                        MetricType::Counter,
+                        {}};
   std::lock_guard lock(mu_);
   for (const auto& [target, s] : latest_) {
+    ClientMetric p;
+    p.label = {target_label(target)};
+    p.counter.value = static_cast<double>(s.failed_polls);
+    failures.metric.push_back(p);
     if (!s.up) continue;
     ClientMetric f;
     f.label = {target_label(target)};
@@ -105,7 +114,7 @@ std::vector<prometheus::MetricFamily> RedisMirror::Collect() const {
     h.histogram.sample_sum = sum;
     latency.metric.push_back(h);
   }
-  return {forks, syncs, latency};
+  return {forks, syncs, latency, failures};
 }
 
 Metrics::Metrics()

@@ -66,9 +66,10 @@ std::unique_ptr<Client> Client::connect(const Address& addr, const std::string& 
 // much fails at once, not after the reader has waited for and buffered all it announced.
 Client::Reply Client::run(const std::vector<std::string>& args) {
   if (broken_) return nullptr;  // last_error_ still says why
+  refused_ = false;
   const auto fail = [this](const std::string& why) {
     broken_ = true;
-    last_error_ = why;
+    last_error_ = printable(why);
     return nullptr;
   };
   std::vector<const char*> argv;
@@ -86,13 +87,20 @@ Client::Reply Client::run(const std::vector<std::string>& args) {
   const bool written = transport_->write_all(text, deadline, &error);
   redisFreeCommand(cmd);
   if (!written) return fail(error);
-  limits_.new_reply();
+  limits_.new_reply(reply_budget(args));
   char buf[16 * 1024];
   while (true) {
     void* reply = nullptr;
     if (redisReaderGetReply(reader_.get(), &reply) != REDIS_OK)
       return fail(limits_.refused() ? limits_.refusal() : std::string("protocol error: ") + reader_->errstr);
-    if (reply) return Reply(reply);
+    if (reply) {
+      if (static_cast<const redisReply*>(reply)->type == REDIS_REPLY_ERROR) {
+        const auto* r = static_cast<const redisReply*>(reply);
+        refused_ = true;
+        last_error_ = printable(std::string_view(r->str, r->len));
+      }
+      return Reply(reply);
+    }
     if (!limits_.pending_within_limits()) return fail(limits_.refusal());
     const size_t n = transport_->read_some(buf, sizeof buf, deadline, &error);
     if (n == 0) return fail(error);
@@ -112,9 +120,7 @@ std::optional<std::string> Client::command(const std::vector<std::string>& args)
       return std::to_string(r->integer);
     case REDIS_REPLY_NIL:
       return std::string{};
-    case REDIS_REPLY_ERROR:
-      last_error_ = std::string(r->str, r->len);
-      return std::nullopt;
+    case REDIS_REPLY_ERROR: return std::nullopt;  // last_error_ set by run()
     default:
       return std::string{};
   }
@@ -137,7 +143,7 @@ std::map<std::string, std::string> Client::config_get(const std::vector<std::str
   // One key per call: CONFIG GET with several keys needs Redis 7.0.
   for (const auto& k : keys) {
     Reply reply = run({"CONFIG", "GET", k});
-    if (!reply) break;
+    if (!reply || refused_) break;
     for (auto& [key, value] : parse_config_get(static_cast<const redisReply*>(reply.get())))
       out.insert_or_assign(key, value);
   }

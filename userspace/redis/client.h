@@ -50,16 +50,21 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // nullopt when the command failed; the connection is then broken() and must be replaced. A reply
-  // over reply_limits.h's bounds fails the command and breaks the connection like a protocol error.
+  // nullopt when the command failed: refused() by the server (an error reply; the connection still
+  // works), or broken() and to be replaced. A reply over its command's bound (reply_limits.h) fails
+  // the command and breaks the connection like a protocol error. last_error() then says why, cut
+  // and made printable (parse.h's printable()).
   std::optional<std::string> info(const std::string& sections = "");
   std::optional<LatencyHistogram> latency_histogram();
+  // Stops at the first key the server refuses (refused() then says so).
   std::map<std::string, std::string> config_get(const std::vector<std::string>& keys);
   // Runs a command given as separate arguments; returns the reply as text (status, string, or
   // integer), nullopt on error. For tests and the load generator's control commands.
   std::optional<std::string> command(const std::vector<std::string>& args);
 
   bool broken() const { return broken_; }
+  // The last command was answered with an error reply.
+  bool refused() const { return refused_; }
   const std::string& last_error() const { return last_error_; }
 
  private:
@@ -80,6 +85,7 @@ class Client {
   std::unique_ptr<redisReader, ReaderDeleter> reader_;
   ReplyLimits limits_;  // installed on reader_
   bool broken_ = false;
+  bool refused_ = false;
   std::string last_error_;
 };
 

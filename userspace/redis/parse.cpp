@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <unordered_map>
 
 namespace thptrace::redis {
 namespace {
@@ -64,63 +65,104 @@ std::string info_str(const InfoMap& info, const std::string& key) {
   return it == info.end() ? std::string{} : it->second;
 }
 
-std::vector<ReplicaInfo> parse_replicas(const InfoMap& info) {
-  struct Line {
-    unsigned index = 0;
-    bool rdb_channel = false;
-    ReplicaInfo r;
-  };
-  std::vector<Line> lines;
-  for (const auto& [key, value] : info) {
-    if (key.rfind("slave", 0) != 0 || key.size() == 5) continue;
-    Line line;
-    if (!to_number(std::string_view(key).substr(5), line.index)) continue;
-    ReplicaInfo& r = line.r;
-    std::string_view rest = value;
-    while (!rest.empty()) {
-      const auto comma = rest.find(',');
-      const std::string_view field = rest.substr(0, comma);
-      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-      const auto eq = field.find('=');
-      if (eq == std::string_view::npos) continue;
-      const auto k = field.substr(0, eq);
-      const auto v = field.substr(eq + 1);
-      if (k == "ip") r.ip = std::string(v);
-      else if (k == "port") to_number(v, r.port);
-      else if (k == "state") r.state = std::string(v);
-      else if (k == "offset") to_number(v, r.offset);
-      else if (k == "lag")
-        to_number(v, r.lag);
-      else if (k == "type")
-        line.rdb_channel = v == "rdb-channel";
-    }
-    lines.push_back(std::move(line));
+namespace {
+
+struct ReplicaLine {
+  unsigned index = 0;
+  bool rdb_channel = false;
+  ReplicaInfo r;
+};
+
+ReplicaLine parse_replica_line(unsigned index, std::string_view rest) {
+  ReplicaLine line;
+  line.index = index;
+  ReplicaInfo& r = line.r;
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const std::string_view field = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    const auto eq = field.find('=');
+    if (eq == std::string_view::npos) continue;
+    const auto k = field.substr(0, eq);
+    const auto v = field.substr(eq + 1);
+    // Printable at once: an address and a state go into labels, logs and reports.
+    if (k == "ip")
+      r.ip = printable(v, 64);
+    else if (k == "port")
+      to_number(v, r.port);
+    else if (k == "state")
+      r.state = printable(v, 32);
+    else if (k == "offset")
+      to_number(v, r.offset);
+    else if (k == "lag")
+      to_number(v, r.lag);
+    else if (k == "type")
+      line.rdb_channel = v == "rdb-channel";
   }
-  // INFO's order (slave10 after slave9, not after slave1).
-  std::sort(lines.begin(), lines.end(), [](const Line& a, const Line& b) { return a.index < b.index; });
+  return line;
+}
+
+}  // namespace
+
+std::vector<ReplicaInfo> parse_replicas(const InfoMap& info, size_t* listed) {
+  // The slaveN keys are one run of the sorted map: found by their prefix, not by a walk of all.
+  std::vector<std::pair<unsigned, const std::string*>> keys;
+  for (auto it = info.lower_bound("slave"); it != info.end() && it->first.rfind("slave", 0) == 0; ++it) {
+    unsigned index = 0;
+    if (it->first.size() > 5 && to_number(std::string_view(it->first).substr(5), index))
+      keys.emplace_back(index, &it->second);
+  }
+  if (listed) *listed = keys.size();
+  // INFO's order (slave10 after slave9, not after slave1), and only the first kMaxReplicas of it.
+  const auto by_index = [](const auto& a, const auto& b) { return a.first < b.first; };
+  if (keys.size() > kMaxReplicas) {
+    std::nth_element(keys.begin(), keys.begin() + kMaxReplicas, keys.end(), by_index);
+    keys.resize(kMaxReplicas);
+  }
+  std::sort(keys.begin(), keys.end(), by_index);
   // Valkey 8's dual-channel replication lists a syncing replica twice under one address: its rdb
   // channel (type=rdb-channel: wait_bgsave, send_bulk) and its main channel (type=main-channel:
   // bg_transfer, the stream buffered until the RDB is loaded). One replica, one entry: in the rdb
   // channel's state while that is listed (the sync's earlier step), with the main channel's offset.
   std::vector<ReplicaInfo> out;
-  std::vector<bool> from_rdb_channel;
-  for (auto& line : lines) {
-    const auto same = std::find_if(out.begin(), out.end(), [&](const ReplicaInfo& o) {
-      return o.address() == line.r.address() &&
-             from_rdb_channel[static_cast<size_t>(&o - out.data())] != line.rdb_channel;
-    });
-    if (same == out.end()) {
+  // An entry's index in out by its address and channel, so a merge is found without a scan.
+  std::unordered_map<std::string, size_t> entry_of;
+  for (const auto& [index, value] : keys) {
+    ReplicaLine line = parse_replica_line(index, *value);
+    const std::string address = line.r.address();
+    const auto same = entry_of.find(address + (line.rdb_channel ? "/main" : "/rdb"));
+    if (same == entry_of.end()) {
+      entry_of.emplace(address + (line.rdb_channel ? "/rdb" : "/main"), out.size());
       out.push_back(std::move(line.r));
-      from_rdb_channel.push_back(line.rdb_channel);
       continue;
     }
+    ReplicaInfo& merged = out[same->second];
     if (line.rdb_channel) {
-      same->state = line.r.state;
+      merged.state = line.r.state;
     } else {
-      same->offset = line.r.offset;
-      same->lag = line.r.lag;
+      merged.offset = line.r.offset;
+      merged.lag = line.r.lag;
     }
   }
+  return out;
+}
+
+std::string printable(std::string_view text, size_t max_bytes) {
+  std::string out;
+  const bool cut = text.size() > max_bytes;
+  if (cut) text = text.substr(0, max_bytes);
+  out.reserve(text.size() + 3);
+  constexpr char kHex[] = "0123456789abcdef";
+  for (const unsigned char c : text) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+      continue;
+    }
+    out += "\\x";
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  if (cut) out += "...";
   return out;
 }
 

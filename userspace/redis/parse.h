@@ -33,8 +33,15 @@ struct ReplicaInfo {
   std::string address() const { return ip + ":" + std::to_string(port); }
   bool operator==(const ReplicaInfo&) const = default;
 };
-// In INFO's order, one entry per replica.
-std::vector<ReplicaInfo> parse_replicas(const InfoMap& info);
+// In INFO's order, one entry per replica: the kMaxReplicas lowest-numbered lines at most, in time
+// linear in the lines listed. *listed (when given): the replica lines INFO had, read or not.
+inline constexpr size_t kMaxReplicas = 256;
+std::vector<ReplicaInfo> parse_replicas(const InfoMap& info, size_t* listed = nullptr);
+
+// Text from a server (an error reply, a field) as it may go into a log line or a report: at most
+// max_bytes of it (then "..."), every byte outside printable ASCII written as \xNN.
+inline constexpr size_t kMaxServerText = 200;
+std::string printable(std::string_view text, size_t max_bytes = kMaxServerText);
 
 // LATENCY HISTOGRAM summed over every command, on a fixed grid of power-of-two microsecond upper
 // bounds: cumulative[i] = calls that took at most 2^i µs. Redis reports cumulative counts only at

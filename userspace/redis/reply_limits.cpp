@@ -47,17 +47,33 @@ ReplyLimits::ReplyLimits(redisReader* reader) : reader_(reader) {
   reader->fn = &bounded_functions;
 }
 
-void ReplyLimits::new_reply() {
+const ReplyBudget& reply_budget(const std::vector<std::string>& args) {
+  const auto is = [&args](size_t i, std::string_view word) {
+    if (i >= args.size() || args[i].size() != word.size()) return false;
+    for (size_t k = 0; k < word.size(); ++k)
+      if ((args[i][k] | 0x20) != (word[k] | 0x20)) return false;
+    return true;
+  };
+  if (is(0, "info")) return kInfoBudget;
+  if (is(0, "config") && is(1, "get")) return kConfigGetBudget;
+  if (is(0, "latency") && is(1, "histogram")) return kLatencyHistogramBudget;
+  if (is(0, "client") && is(1, "list")) return kClientListBudget;
+  if (is(0, "client") && is(1, "info")) return kClientInfoBudget;
+  return kDefaultBudget;
+}
+
+void ReplyLimits::new_reply(const ReplyBudget& budget) {
+  budget_ = budget;
   elements_ = 0;
   bytes_ = 0;
   refused_unit_ = nullptr;
 }
 
 bool ReplyLimits::admit_elements(long long elements) {
-  return admit(elements_, kMaxReplyElements, elements, "elements");
+  return admit(elements_, budget_.elements, elements, "elements");
 }
 
-bool ReplyLimits::admit_bytes(long long bytes) { return admit(bytes_, kMaxReplyBytes, bytes, "bytes"); }
+bool ReplyLimits::admit_bytes(long long bytes) { return admit(bytes_, budget_.bytes, bytes, "bytes"); }
 
 bool ReplyLimits::admit(long long& used, long long limit, long long more, const char* unit) {
   if (more <= limit - used) {
@@ -83,7 +99,7 @@ bool ReplyLimits::pending_within_limits() {
       if (announced < kLengthCap) announced = announced * 10 + (*p - '0');
     pending = std::max(pending, announced);
   }
-  if (pending <= kMaxReplyBytes - bytes_) return true;
+  if (pending <= budget_.bytes - bytes_) return true;
   refused_unit_ = "bytes";
   refused_total_ = bytes_ + pending;
   return false;
@@ -91,9 +107,9 @@ bool ReplyLimits::pending_within_limits() {
 
 std::string ReplyLimits::refusal() const {
   if (!refused()) return {};
-  const long long limit = std::string_view(refused_unit_) == "elements" ? kMaxReplyElements : kMaxReplyBytes;
-  return "refused an oversized reply: " + std::to_string(refused_total_) + " " + refused_unit_ + " (the limit is " +
-         std::to_string(limit) + " per reply)";
+  const long long limit = std::string_view(refused_unit_) == "elements" ? budget_.elements : budget_.bytes;
+  return std::string("refused an oversized reply to ") + budget_.command + ": " + std::to_string(refused_total_) + " " +
+         refused_unit_ + " (the limit is " + std::to_string(limit) + ")";
 }
 
 }  // namespace thptrace::redis

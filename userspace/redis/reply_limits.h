@@ -5,16 +5,39 @@
 // it buffer until 2 GB have arrived; nothing bounds a reply in total (hiredis 1.x added
 // reader->maxelements, for one array at a time). reader->maxbuf is no help: it only caps the idle
 // buffer a reader keeps between replies (16 KiB by default, left so), never a reply. The bounds are
-// far above what thptrace asks for: INFO is a few KiB, LATENCY HISTOGRAM a few thousand elements.
+// far above what thptrace asks for (INFO is a few KiB, LATENCY HISTOGRAM a few thousand elements)
+// and set per command, so that no reply costs more to read and parse than its command can need.
 
 #include <string>
+#include <vector>
 
 struct redisReader;
 
 namespace thptrace::redis {
 
-inline constexpr long long kMaxReplyElements = 1 << 20;  // all arrays of one reply together
-inline constexpr long long kMaxReplyBytes = 64LL << 20;  // all strings of one reply together
+// The bound of one command's reply: all its strings' bytes and all its arrays' elements together.
+struct ReplyBudget {
+  const char* command;  // named in the refusal: "INFO", "CONFIG GET", ...
+  long long bytes;
+  long long elements;
+};
+
+inline constexpr long long kMaxReplyElements = 1 << 20;  // any command's, at most
+inline constexpr long long kMaxReplyBytes = 64LL << 20;
+// INFO of a real server is a few KiB, a few hundred replicas included (~100 bytes a line).
+inline constexpr ReplyBudget kInfoBudget{"INFO", 1LL << 20, 1};
+// One key at a time; client-output-buffer-limit, the longest thptrace asks, is ~100 bytes.
+inline constexpr ReplyBudget kConfigGetBudget{"CONFIG GET", 64LL << 10, 64};
+// Every command and subcommand of the server (a few hundred), each with up to ~40 buckets.
+inline constexpr ReplyBudget kLatencyHistogramBudget{"LATENCY HISTOGRAM", 4LL << 20, 128LL << 10};
+// A few hundred replicas' lines of ~400 bytes.
+inline constexpr ReplyBudget kClientListBudget{"CLIENT LIST", 1LL << 20, 1};
+inline constexpr ReplyBudget kClientInfoBudget{"CLIENT INFO", 16LL << 10, 1};
+// Anything else (PING, AUTH, and the load generator's and tests' own commands).
+inline constexpr ReplyBudget kDefaultBudget{"the command", kMaxReplyBytes, kMaxReplyElements};
+
+// The budget of a command given as its arguments ("INFO", "server" -> kInfoBudget).
+const ReplyBudget& reply_budget(const std::vector<std::string>& args);
 
 // Counts what the reply being read costs and fails it once over a bound. It installs itself on a
 // reader: the reader's functions become hiredis's own but for createArray and createString, which
@@ -28,8 +51,8 @@ class ReplyLimits {
   ReplyLimits(const ReplyLimits&) = delete;
   ReplyLimits& operator=(const ReplyLimits&) = delete;
 
-  // Starts the count afresh; call before each command.
-  void new_reply();
+  // Starts the count afresh under a command's budget; call before each command.
+  void new_reply(const ReplyBudget& budget = kDefaultBudget);
   // Counts an array's elements or a string's bytes; false (and refused) when the reply goes over.
   bool admit_elements(long long elements);
   bool admit_bytes(long long bytes);
@@ -39,14 +62,15 @@ class ReplyLimits {
   bool pending_within_limits();
 
   bool refused() const { return refused_unit_ != nullptr; }
-  // "refused an oversized reply: 2147483647 elements (the limit is 1048576 per reply)"; empty when
-  // nothing was refused. Short enough for hiredis's 128-byte errstr.
+  // "refused an oversized reply to INFO: 8388608 bytes (the limit is 1048576)"; empty when nothing
+  // was refused.
   std::string refusal() const;
 
  private:
   bool admit(long long& used, long long limit, long long more, const char* unit);
 
   redisReader* reader_;
+  ReplyBudget budget_ = kDefaultBudget;
   long long elements_ = 0;
   long long bytes_ = 0;
   const char* refused_unit_ = nullptr;  // "elements" or "bytes" once refused

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/log.h"
 #include "proc/sampler.h"
 
 namespace thptrace::redis {
@@ -28,7 +29,7 @@ Snapshot snapshot_from_info(const InfoMap& info, uint64_t ts_ns) {
   } catch (const std::exception&) {
     s.current_fork_perc = 0;
   }
-  s.replicas = parse_replicas(info);
+  s.replicas = parse_replicas(info, &s.replicas_listed);
   for (const auto& r : s.replicas)
     if (r.state == "wait_bgsave") s.replica_waiting_bgsave = true;
   s.client_output_buffer_limit_disconnections =
@@ -76,6 +77,11 @@ bool Watcher::ever_up() const {
 std::string Watcher::last_error() const {
   std::lock_guard lock(mu_);
   return last_error_;
+}
+
+std::map<std::string, std::string> Watcher::refused_commands() const {
+  std::lock_guard lock(mu_);
+  return refused_;
 }
 
 std::vector<Outage> Watcher::outages() const {
@@ -159,23 +165,77 @@ std::unique_ptr<Client> Watcher::connect_any(std::string* error) {
   return nullptr;
 }
 
-bool Watcher::poll_once(Client& client, bool extras) {
+std::string Watcher::failure(const Client& client, const char* command) const {
+  if (client.refused()) return std::string(command) + " refused: " + client.last_error();
+  // The transport's own sentences ("Redis at X did not reply in time") already name the server.
+  const std::string& error = client.last_error();
+  const std::string where = options_.address.str();
+  std::string sentence = "lost the connection";
+  if (error.find(where) == std::string::npos) sentence += " to Redis at " + where;
+  return sentence + ": " + error;
+}
+
+bool Watcher::ask_optional(Client& client, OptionalCommand& gate, const char* command,
+                           const std::function<bool()>& ask) {
+  const auto now = Backoff::Clock::now();
+  if (!gate.due(now)) return false;
+  const bool answered = ask();
+  if (!client.refused()) {
+    // Answered, or the connection broke (the poll's own failure then says so).
+    if (answered && gate.answered()) {
+      log::warn("Redis at {}: {} answered again", options_.address.str(), command);
+      std::lock_guard lock(mu_);
+      refused_.erase(command);
+    }
+    return answered;
+  }
+  const std::string why = failure(client, command);
+  if (gate.fail(now, why)) {
+    log::warn("Redis at {}: {}; that figure is missing, asked again later", options_.address.str(), why);
+    std::lock_guard lock(mu_);
+    refused_[command] = why;
+  }
+  return false;
+}
+
+bool Watcher::poll_once(Client& client, bool extras, std::string* error) {
   const uint64_t sent = proc::monotonic_ns();
   const auto text = client.info();
-  if (!text) return false;
+  if (!text) {
+    *error = failure(client, "INFO");
+    return false;
+  }
   Snapshot s = snapshot_from_info(parse_info(*text), proc::monotonic_ns());
   s.sent_ns = sent;
+  if (s.replicas_listed > s.replicas.size() && !std::exchange(replicas_capped_logged_, true))
+    log::warn("Redis at {} lists {} replicas; only the first {} are read", options_.address.str(), s.replicas_listed,
+              s.replicas.size());
   if (extras) {
-    s.latency = client.latency_histogram();
-    if (const auto cfg = client.config_get({"repl-diskless-sync"}); cfg.count("repl-diskless-sync"))
-      s.repl_diskless_sync = cfg.at("repl-diskless-sync");
+    ask_optional(client, latency_gate_, "LATENCY HISTOGRAM", [&] {
+      s.latency = client.latency_histogram();
+      return s.latency.has_value();
+    });
+    ask_optional(client, config_gate_, "CONFIG GET", [&] {
+      const auto cfg = client.config_get({"repl-diskless-sync"});
+      if (const auto it = cfg.find("repl-diskless-sync"); it != cfg.end()) s.repl_diskless_sync = printable(it->second);
+      return !client.refused() && !client.broken();
+    });
   }
   const bool replica_syncs =
       std::any_of(s.replicas.begin(), s.replicas.end(), [](const ReplicaInfo& r) { return r.state != "online"; });
   // A replica's output buffer only matters while it syncs: CLIENT LIST is asked only then.
   if (replica_syncs)
-    if (const auto list = client.command({"CLIENT", "LIST", "TYPE", "replica"}))
-      if (const auto omem = max_client_omem(*list)) s.replica_output_buffer_max = static_cast<int64_t>(*omem);
+    ask_optional(client, client_list_gate_, "CLIENT LIST", [&] {
+      const auto list = client.command({"CLIENT", "LIST", "TYPE", "replica"});
+      if (list)
+        if (const auto omem = max_client_omem(*list)) s.replica_output_buffer_max = static_cast<int64_t>(*omem);
+      return list.has_value();
+    });
+  if (client.broken()) {
+    *error = failure(client, "the poll");
+    return false;
+  }
+  s.failed_polls = failed_polls_;
   {
     std::lock_guard lock(mu_);
     if (!first_up_) first_up_ = s;
@@ -191,81 +251,97 @@ bool Watcher::poll_once(Client& client, bool extras) {
   return true;
 }
 
+std::unique_ptr<Client> Watcher::open(std::string* error) {
+  auto client = connect_any(error);
+  if (!client) return nullptr;
+  ServerFacts f;
+  const auto text = client->info("server");
+  if (!text) {
+    *error = failure(*client, "INFO");
+    return nullptr;
+  }
+  const auto info = parse_info(*text);
+  f.version = printable(info_str(info, "redis_version"), 64);
+  f.process_id = info_int(info, "process_id").value_or(0);
+  f.executable = printable(info_str(info, "executable"), 4096);
+  std::map<std::string, std::string> cfg;
+  ask_optional(*client, config_gate_, "CONFIG GET", [&] {
+    cfg = client->config_get({"disable-thp", "repl-diskless-sync", "client-output-buffer-limit", "repl-timeout",
+                              "repl-diskless-sync-delay"});
+    return !client->refused() && !client->broken();
+  });
+  if (client->broken()) {
+    *error = failure(*client, "CONFIG GET");
+    return nullptr;
+  }
+  // Outside text, made printable here once; the two numbers are kept only when they are numbers.
+  const auto get = [&cfg](const char* key) {
+    const auto it = cfg.find(key);
+    return it == cfg.end() ? std::string() : printable(it->second);
+  };
+  const auto number = [&get](const char* key) {
+    std::string v = get(key);
+    const bool digits =
+        !v.empty() && v.size() <= 18 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+    return digits ? v : std::string();
+  };
+  f.disable_thp = get("disable-thp");
+  f.repl_diskless_sync = get("repl-diskless-sync");
+  f.client_output_buffer_limit = get("client-output-buffer-limit");
+  f.repl_timeout = number("repl-timeout");
+  f.repl_diskless_sync_delay = number("repl-diskless-sync-delay");
+  std::lock_guard lock(mu_);
+  facts_ = f;
+  cadence_.on_connected();
+  return client;
+}
+
+void Watcher::on_failed_poll(uint64_t ts_ns, const std::string& error, Backoff& backoff) {
+  ++failed_polls_;
+  {
+    std::lock_guard lock(mu_);
+    note_failure(ts_ns, error);
+  }
+  up_ = false;
+  Snapshot down;
+  down.ts_ns = proc::monotonic_ns();
+  down.failed_polls = failed_polls_;
+  if (options_.on_snapshot) options_.on_snapshot(down);
+  const auto wait = backoff.failed(Backoff::Clock::now());
+  // Not cut short by wake(): a fork does not make a refusing server answer. New credentials do.
+  std::unique_lock lock(mu_);
+  wakeup_.wait_for(lock, wait, [this] { return stop_.load() || reconnect_; });
+}
+
 void Watcher::run() {
   std::unique_ptr<Client> client;
-  auto backoff = options_.interval;
-  const auto max_backoff = std::max(options_.interval, std::chrono::milliseconds(5000));
-  auto sleep_for = [this](std::chrono::milliseconds d) {
-    std::unique_lock lock(mu_);
-    wakeup_.wait_for(lock, d, [this] { return stop_.load(); });
-  };
+  Backoff backoff(options_.retry, options_.retry_max);
   while (!stop_) {
     {
       std::lock_guard lock(mu_);
       if (std::exchange(reconnect_, false)) client.reset();
     }
-    if (!client) {
-      std::string error;
-      client = connect_any(&error);
-      if (client) {
-        ServerFacts f;
-        if (const auto text = client->info("server")) {
-          const auto info = parse_info(*text);
-          f.version = info_str(info, "redis_version");
-          f.process_id = info_int(info, "process_id").value_or(0);
-          f.executable = info_str(info, "executable");
-        }
-        const auto cfg = client->config_get({"disable-thp", "repl-diskless-sync", "client-output-buffer-limit",
-                                             "repl-timeout", "repl-diskless-sync-delay"});
-        const auto get = [&cfg](const char* key) {
-          const auto it = cfg.find(key);
-          return it == cfg.end() ? std::string() : it->second;
-        };
-        f.disable_thp = get("disable-thp");
-        f.repl_diskless_sync = get("repl-diskless-sync");
-        f.client_output_buffer_limit = get("client-output-buffer-limit");
-        f.repl_timeout = get("repl-timeout");
-        f.repl_diskless_sync_delay = get("repl-diskless-sync-delay");
+    std::string error;
+    uint64_t asked = proc::monotonic_ns();
+    if (!client) client = open(&error);
+    if (client) {
+      bool extras = false;
+      {
+        // Before poll_once takes the poll's sent time: a wake from here on gets a poll of its own.
         std::lock_guard lock(mu_);
-        facts_ = f;
-        cadence_.on_connected();
-        backoff = options_.interval;
-      } else {
-        {
-          std::lock_guard lock(mu_);
-          note_failure(proc::monotonic_ns(), error);
-        }
-        up_ = false;
-        Snapshot down;
-        down.ts_ns = proc::monotonic_ns();
-        if (options_.on_snapshot) options_.on_snapshot(down);
-        sleep_for(backoff);
-        backoff = std::min(backoff * 2, max_backoff);
+        extras = cadence_.on_sent(Cadence::Clock::now());
+      }
+      asked = proc::monotonic_ns();
+      if (poll_once(*client, extras, &error)) {
+        backoff.succeeded();
+        up_ = true;
+        wait_for_next_poll();
         continue;
       }
-    }
-    bool extras = false;
-    {
-      // Before poll_once takes the poll's sent time: a wake from here on gets a poll of its own.
-      std::lock_guard lock(mu_);
-      extras = cadence_.on_sent(Cadence::Clock::now());
-    }
-    const uint64_t asked = proc::monotonic_ns();
-    if (!poll_once(*client, extras)) {
-      up_ = false;
-      std::lock_guard lock(mu_);
-      // The transport's own sentences ("Redis at X did not reply in time") already name the server.
-      const std::string error = client->last_error(), where = options_.address.str();
-      std::string sentence = "lost the connection";
-      if (error.find(where) == std::string::npos) sentence += " to Redis at " + where;
-      sentence += ": ";
-      sentence += error;
-      note_failure(asked, sentence);
       client.reset();
-      continue;
     }
-    up_ = true;
-    wait_for_next_poll();
+    if (stop_) break;
+    on_failed_poll(asked, error, backoff);
   }
 }
 

@@ -3,12 +3,16 @@
 // a sync is on, slowly otherwise, see common/cadence.h) and keeps a timeline of snapshots on
 // CLOCK_MONOTONIC, so forks seen in the kernel can be labelled (when uprobes are unavailable) and their
 // latency windows measured.
-// Reconnects with backoff; a Redis that is down is a state, not an error.
+// Every failure backs off (backoff.h): a failed connect, AUTH or INFO makes the next try wait,
+// doubling from Options::retry up to Options::retry_max, until a poll succeeds again; an optional
+// command the server refuses (LATENCY HISTOGRAM, CONFIG GET, CLIENT LIST) is skipped on a backoff of
+// its own while the polls go on. A Redis that is down or refuses is a state, not an error.
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -16,6 +20,7 @@
 #include <vector>
 
 #include "common/cadence.h"
+#include "redis/backoff.h"
 #include "redis/client.h"
 
 namespace thptrace::redis {
@@ -52,6 +57,10 @@ struct Snapshot {
   // The largest replica output buffer (CLIENT LIST TYPE replica, omem), asked only while a replica
   // is not online (a sync is on); -1 when not asked.
   int64_t replica_output_buffer_max = -1;
+  // Replica lines INFO listed; more than replicas.size() when over kMaxReplicas.
+  size_t replicas_listed = 0;
+  // Polls that failed (connect, AUTH, INFO) since the watcher started, as of this snapshot.
+  uint64_t failed_polls = 0;
 };
 
 // A time the server did not answer after it had answered: from the first poll (or reconnect) that
@@ -104,6 +113,9 @@ class Watcher {
     // poll. A snapshot without them has no latency and an empty repl_diskless_sync (unknown).
     std::chrono::milliseconds idle_extras_interval{0};
     std::chrono::milliseconds timeout{1000};
+    // The wait after a first failure, doubled after each next one up to retry_max (backoff.h).
+    std::chrono::milliseconds retry{Backoff::kFirst};
+    std::chrono::milliseconds retry_max{Backoff::kCap};
     bool keep_history = true;
     std::function<void(const Snapshot&)> on_snapshot;  // called on the watcher thread
   };
@@ -121,7 +133,13 @@ class Watcher {
   std::optional<Snapshot> first_up() const;
   std::optional<Snapshot> last_up() const;
   bool ever_up() const;
+  // Why the last failed poll failed ("INFO refused: NOPERM ..."); "" before any failed.
   std::string last_error() const;
+  // Polls that failed since the start (each waited for by the backoff).
+  uint64_t failed_polls() const { return failed_polls_; }
+  // Why an optional command's figure is missing, by command ("LATENCY HISTOGRAM": "LATENCY
+  // HISTOGRAM refused: ERR ..."); empty when each was answered at its last try.
+  std::map<std::string, std::string> refused_commands() const;
   // The times it stopped answering after it had answered, oldest first (the last kMaxOutages).
   std::vector<Outage> outages() const;
   static constexpr size_t kMaxOutages = 64;
@@ -140,10 +158,21 @@ class Watcher {
 
  private:
   void run();
-  // extras: LATENCY HISTOGRAM and CONFIG GET as well as INFO.
-  bool poll_once(Client& client, bool extras);
+  // extras: LATENCY HISTOGRAM and CONFIG GET as well as INFO. False, and why in *error, when INFO
+  // did not come (the client is then to be replaced).
+  bool poll_once(Client& client, bool extras, std::string* error);
   // Tries every route in order; the client of the first that answers, else null and why in *error.
   std::unique_ptr<Client> connect_any(std::string* error);
+  // connect_any, then the facts of the new connection (INFO server, CONFIG GET); null and why in
+  // *error when either the connection or INFO failed.
+  std::unique_ptr<Client> open(std::string* error);
+  // The sentence of a command that failed on client: refused by the server, or the connection lost.
+  std::string failure(const Client& client, const char* command) const;
+  // Asks an optional command when its backoff allows; false when it was not asked or failed (a
+  // refusal logged once per change of reason).
+  bool ask_optional(Client& client, OptionalCommand& gate, const char* command, const std::function<bool()>& ask);
+  // Counts a failed poll, tells on_snapshot the server is down, and waits out the backoff.
+  void on_failed_poll(uint64_t ts_ns, const std::string& error, Backoff& backoff);
   // Sleeps until the cadence says the next poll is due (or stop).
   void wait_for_next_poll();
 
@@ -162,6 +191,11 @@ class Watcher {
   bool reconnect_ = false;  // under mu_: set_credentials() was called
   std::string route_;       // under mu_
   std::atomic<bool> up_{false};
+  std::atomic<uint64_t> failed_polls_{0};
+  // The watcher thread's own: optional commands' backoffs, and the replica cap last logged.
+  OptionalCommand latency_gate_, config_gate_, client_list_gate_;
+  bool replicas_capped_logged_ = false;
+  std::map<std::string, std::string> refused_;  // under mu_: copies of the gates' reasons
   std::thread thread_;
 };
 
