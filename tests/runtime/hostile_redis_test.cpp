@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "harness.h"
@@ -26,9 +27,11 @@ size_t occurrences(const std::string& text, const std::string& needle) {
 // `thptrace daemon` watching the given addresses, serving /metrics on a free loopback port.
 class Daemon {
  public:
-  explicit Daemon(const std::vector<std::string>& addresses) : port_(free_port()) {
+  explicit Daemon(const std::vector<std::string>& addresses, const std::vector<std::string>& more = {})
+      : port_(free_port()) {
     std::vector<std::string> argv = {thptrace_bin(), "daemon", "--listen", "127.0.0.1:" + std::to_string(port_)};
     for (const auto& a : addresses) argv.insert(argv.end(), {"--redis", a});
+    argv.insert(argv.end(), more.begin(), more.end());
     proc_ = std::make_unique<Process>(argv);
   }
   ~Daemon() {
@@ -45,35 +48,45 @@ class Daemon {
 
 }  // namespace
 
-// A server whose user may not run INFO (an ACL user with -@dangerous) and one that accepts and never
-// answers: each is asked a few times in 12 s (the backoff doubles from 1 s), not in a loop; the
-// failures are counted per target and the reason is logged once.
+// A server whose user may not run INFO (an ACL user with -@dangerous), one that accepts and never
+// answers, and one that rejects the password: each is asked a few times in 12 s (the backoff doubles
+// from 1 s), not in a loop; the failures are counted per target and each reason is logged once.
 TEST(HostileRedis, DaemonBacksOffFromRefusalsAndSilence) {
   REQUIRE_BPF();
   HostileRedis noperm({"--noperm-info"});
   HostileRedis silent({"--silent"});
-  Daemon d({noperm.address(), silent.address()});
+  HostileRedis locked({"--require-auth", "--password", "the-right-one"});
+  const std::string dir = make_temp_dir("thptrace-hostile-pw-");
+  { std::ofstream(dir + "/password") << "a-wrong-one\n"; }
+  Daemon d({noperm.address(), silent.address(), locked.address()}, {"--redis-password-file", dir + "/password"});
   ASSERT_TRUE(d.proc().wait_stderr_line("serving metrics", 60s)) << d.proc().err();
   std::this_thread::sleep_for(12s);
   const auto scrape = d.scrape();
   ASSERT_TRUE(scrape) << d.proc().err();
-  for (const auto* server : {&noperm, &silent}) {
+  for (const auto* server : {&noperm, &silent, &locked}) {
     const auto seen = server->stats();
     const std::string target = server->address();
     EXPECT_GE(seen.connections, 2) << target << ": tried again";
     EXPECT_LE(seen.connections, 10) << target;
     EXPECT_LE(seen.count("INFO"), 10) << target;
+    EXPECT_LE(seen.count("AUTH"), 10) << target;
     EXPECT_GT(metric_value(*scrape, series("thptrace_redis_poll_failures_total", target)).value_or(0), 0)
         << target << "\n"
         << *scrape;
     EXPECT_EQ(metric_value(*scrape, series("thptrace_redis_up", target)), 0) << target;
   }
+  // The rejected AUTH was the configured one, and nothing was asked after it.
+  const auto locked_seen = locked.stats();
+  for (const auto& args : locked_seen.auth) EXPECT_EQ(args, std::vector<std::string>{"a-wrong-one"});
+  EXPECT_EQ(locked_seen.commands, locked_seen.count("AUTH"));
   // The refusal, as the server said it, once (one line per change of reason, not per try).
   const std::string err = d.proc().err();
   EXPECT_EQ(occurrences(err, "INFO refused: NOPERM this user has no permissions to run the 'info' command"), 1u) << err;
   EXPECT_EQ(occurrences(err, "Redis at " + silent.address() + " did not reply in time"), 1u) << err;
+  EXPECT_EQ(occurrences(err, "Redis at " + locked.address() + " rejected the credentials"), 1u) << err;
   // After the refusal the fake was sent INFO server alone: nothing more on a connection that failed.
   EXPECT_EQ(noperm.stats().count("CONFIG"), 0);
+  std::filesystem::remove_all(dir);
 }
 
 // Replies over their command's bound (an 8 MiB INFO, INFO listing 100,000 replicas) are refused
