@@ -204,6 +204,21 @@ class NopermInfo:
 
 
 @mode
+class Refuse:
+    """-NOPERM to every command named (repeatable: --refuse LATENCY --refuse CONFIG)."""
+
+    @staticmethod
+    def add(parser):
+        parser.add_argument("--refuse", action="append", default=[], metavar="COMMAND", help=Refuse.__doc__)
+
+    @staticmethod
+    def install(b, opts):
+        for name in opts.refuse:
+            text = "NOPERM this user has no permissions to run the '%s' command" % name.lower()
+            b.handlers[name.upper()] = lambda c, a, text=text: error(text)
+
+
+@mode
 class HugeInfo:
     """INFO's reply padded to BYTES bytes (a valid INFO otherwise)."""
 

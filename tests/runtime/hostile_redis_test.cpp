@@ -144,3 +144,34 @@ TEST(HostileRedis, CaptureSaysWhyRedisFiguresAreMissing) {
   EXPECT_LE(noperm.stats().count("INFO"), 8);
   std::filesystem::remove_all(dir);
 }
+
+// A capture of a server that answers INFO but refuses LATENCY and CONFIG (a user with -@dangerous
+// and +info): the report has its INFO figures and says which are missing and why; the refused
+// commands are asked again only after their own backoff.
+TEST(HostileRedis, CaptureSaysWhichFiguresARefusalLeftOut) {
+  REQUIRE_BPF();
+  HostileRedis partial({"--refuse", "LATENCY", "--refuse", "CONFIG"});
+  const std::string dir = make_temp_dir("thptrace-hostile-capture-");
+  const std::string json = dir + "/report.json";
+  Process p({thptrace_bin(), "--pid", std::to_string(partial.pid()), "--redis", partial.address(), "--duration", "6",
+             "--json", json});
+  const auto code = p.wait(60s);
+  EXPECT_EQ(code, 0) << p.err();
+  ASSERT_TRUE(std::filesystem::exists(json)) << p.err();
+  const auto report = read_json(json);
+  ASSERT_TRUE(report.contains("redis")) << report.dump(2);
+  EXPECT_EQ(report["redis"]["version"], "7.0.15");
+  EXPECT_EQ(
+      report["redis"]["refused"],
+      nlohmann::json::array({"CONFIG GET refused: NOPERM this user has no permissions to run the 'config' command",
+                             "LATENCY HISTOGRAM refused: NOPERM this user has no permissions to run the 'latency' "
+                             "command"}))
+      << report["redis"].dump(2);
+  EXPECT_NE(p.out().find("redis figure missing: LATENCY HISTOGRAM refused: NOPERM"), std::string::npos) << p.out();
+  // Polled every second for 6 s; the refused commands at 0, 1, 3 s (and maybe 7): not with every poll.
+  const auto seen = partial.stats();
+  EXPECT_GE(seen.count("INFO"), 5);
+  EXPECT_LE(seen.count("LATENCY"), 4);
+  EXPECT_LE(seen.count("CONFIG"), 4);
+  std::filesystem::remove_all(dir);
+}

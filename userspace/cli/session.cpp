@@ -238,6 +238,7 @@ report::CaptureInputs CaptureSession::run() {
     inputs_.facts = watcher_->facts();
     inputs_.redis_error = watcher_->last_error();
     inputs_.redis_outages = watcher_->outages();
+    inputs_.redis_refused = watcher_->refused_commands();
   }
   return std::move(inputs_);
 }

@@ -113,6 +113,7 @@ Report assemble(const CaptureInputs& in) {
     }
     if (!rs.reachable) rs.error = in.redis_error.empty() ? "no reply" : in.redis_error;
     rs.unanswered = in.redis_outages;
+    for (const auto& [command, why] : in.redis_refused) rs.refused.push_back(why);
     r.redis = rs;
   }
   return r;

@@ -298,6 +298,7 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
   j["redis_error"] = in.redis_error;
   j["cgroup_start"] = cgroup_json(in.cgroup_start);
   j["cgroup_end"] = cgroup_json(in.cgroup_end);
+  if (!in.redis_refused.empty()) j["redis_refused"] = in.redis_refused;
   if (!in.redis_outages.empty()) {
     auto& o = j["redis_outages"] = ordered_json::array();
     for (const auto& x : in.redis_outages)
@@ -382,6 +383,7 @@ CaptureInputs inputs_from_json(const json& j) {
   in.redis_error = j.at("redis_error").get<std::string>();
   in.cgroup_start = cgroup_from(j, "cgroup_start");
   in.cgroup_end = cgroup_from(j, "cgroup_end");
+  if (j.contains("redis_refused")) in.redis_refused = j.at("redis_refused").get<std::map<std::string, std::string>>();
   if (j.contains("redis_outages"))
     for (const auto& x : j.at("redis_outages"))
       in.redis_outages.push_back(

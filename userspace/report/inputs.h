@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,6 +55,9 @@ struct CaptureInputs {
   std::optional<redis::ServerFacts> facts;
   std::string redis_error;
   std::vector<redis::Outage> redis_outages;  // after it had answered; written only when there are some
+  // Optional commands the server refused at their last try, by command, and why (the figure each
+  // gives is missing); written only when there are some.
+  std::map<std::string, std::string> redis_refused;
   // The target's memory cgroup at the start and at the end (limit, the kernel's peak, OOM kills).
   std::optional<proc::CgroupMemory> cgroup_start, cgroup_end;
   std::vector<CounterSample> counters;  // only with --svg; written only when there are some

@@ -175,6 +175,7 @@ ordered_json to_json(const Report& r) {
                      {"to_ms", offset_ms(o.to_ns, r.start_monotonic_ns)},
                      {"error", o.error}});
     }
+    if (!r.redis->refused.empty()) j["redis"]["refused"] = r.redis->refused;
   } else if (r.redis) {
     j["redis_error"] = r.redis->error;
   }
@@ -262,6 +263,8 @@ std::string to_text(const Report& r) {
       line(fmt::format(
           "redis did not answer from +{:.1f} s {}: {}", r.seconds_since_start(o.from_ns),
           o.to_ns ? fmt::format("to +{:.1f} s", r.seconds_since_start(o.to_ns)) : std::string("to the end"), o.error));
+  if (r.redis && r.redis->reachable)
+    for (const auto& why : r.redis->refused) line(fmt::format("redis figure missing: {}", why));
   if (const auto& c = r.memory.cgroup) {
     const auto mib = [](uint64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20)); };
     line(fmt::format("memory cgroup v{} {}: limit {}, usage peak {}{}, oom kills {}", c->version, c->path,
@@ -489,6 +492,7 @@ Report from_json(const nlohmann::json& j) {
       for (const auto& o : x.at("unanswered"))
         rs.unanswered.push_back({ts_from(o.at("from_ms"), r.start_monotonic_ns),
                                  ts_from(o.at("to_ms"), r.start_monotonic_ns), o.at("error").get<std::string>()});
+    if (x.contains("refused")) rs.refused = x.at("refused").get<std::vector<std::string>>();
     r.redis = rs;
   } else if (j.contains("redis_error")) {
     RedisSection rs;

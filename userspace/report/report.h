@@ -29,6 +29,8 @@ struct RedisSection {
   int64_t rdb_last_cow_size = 0;
   // Times it stopped answering after it had answered (to_ns 0: to the end of the capture).
   std::vector<redis::Outage> unanswered;
+  // Why figures of optional commands are missing ("LATENCY HISTOGRAM refused: NOPERM ..."), by command.
+  std::vector<std::string> refused;
 };
 
 // What the forks' copy-on-write ran against: the memory cgroup the process is charged to (v1 or v2)
