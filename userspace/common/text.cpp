@@ -1,5 +1,6 @@
 #include "common/text.h"
 
+#include <cstddef>
 #include <cstdint>
 
 namespace thptrace::text {
@@ -105,6 +106,25 @@ std::string printable(std::string_view s) {
           out += bytes;
       },
       [&] { out += kReplacement; });
+  return out;
+}
+
+std::string ascii_printable(std::string_view text, size_t max_bytes) {
+  std::string out;
+  const bool cut = text.size() > max_bytes;
+  if (cut) text = text.substr(0, max_bytes);
+  out.reserve(text.size() + 3);
+  constexpr char kHex[] = "0123456789abcdef";
+  for (const unsigned char c : text) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+      continue;
+    }
+    out += "\\x";
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  if (cut) out += "...";
   return out;
 }
 

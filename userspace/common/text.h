@@ -3,6 +3,7 @@
 // the sink it is written to. Each function is total and leaves text that needs nothing unchanged,
 // byte for byte.
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -20,6 +21,10 @@ std::string valid_utf8(std::string_view s);
 // character written visibly (C0 and DEL as \xNN, C1 as \u00NN), so a value can neither break the
 // line nor send a terminal escape sequence.
 std::string printable(std::string_view s);
+
+// For text a server sends (an error reply, a configuration value): at most max_bytes of it (then
+// "..."), printable ASCII only, every other byte and the backslash written as \xNN.
+std::string ascii_printable(std::string_view s, size_t max_bytes);
 
 // For XML 1.0 character data and attribute values (SVG, HTML): printable(s), the characters XML 1.0
 // forbids even as references (U+FFFE, U+FFFF) replaced by U+FFFD, and & < > " ' as entities.

@@ -147,25 +147,6 @@ std::vector<ReplicaInfo> parse_replicas(const InfoMap& info, size_t* listed) {
   return out;
 }
 
-std::string printable(std::string_view text, size_t max_bytes) {
-  std::string out;
-  const bool cut = text.size() > max_bytes;
-  if (cut) text = text.substr(0, max_bytes);
-  out.reserve(text.size() + 3);
-  constexpr char kHex[] = "0123456789abcdef";
-  for (const unsigned char c : text) {
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-      continue;
-    }
-    out += "\\x";
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  if (cut) out += "...";
-  return out;
-}
-
 LatencyHistogram LatencyHistogram::minus(const LatencyHistogram& earlier) const {
   LatencyHistogram d;
   for (size_t i = 0; i < kBuckets; ++i)

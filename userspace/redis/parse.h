@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/text.h"
+
 struct redisReply;
 
 namespace thptrace::redis {
@@ -38,10 +40,12 @@ struct ReplicaInfo {
 inline constexpr size_t kMaxReplicas = 256;
 std::vector<ReplicaInfo> parse_replicas(const InfoMap& info, size_t* listed = nullptr);
 
-// Text from a server (an error reply, a field) as it may go into a log line or a report: at most
-// max_bytes of it (then "..."), every byte outside printable ASCII written as \xNN.
+// Text from a server (an error reply, a field) as it may go into a log line or a report
+// (common/text.h's ascii_printable, at most kMaxServerText bytes unless told).
 inline constexpr size_t kMaxServerText = 200;
-std::string printable(std::string_view text, size_t max_bytes = kMaxServerText);
+inline std::string printable(std::string_view text, size_t max_bytes = kMaxServerText) {
+  return text::ascii_printable(text, max_bytes);
+}
 
 // LATENCY HISTOGRAM summed over every command, on a fixed grid of power-of-two microsecond upper
 // bounds: cumulative[i] = calls that took at most 2^i µs. Redis reports cumulative counts only at

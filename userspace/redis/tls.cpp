@@ -1,5 +1,7 @@
 #include "redis/tls.h"
 
+#include "common/text.h"
+
 #include <arpa/inet.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -33,9 +35,7 @@ VerifyRecord* record_of(const SSL* ssl) { return static_cast<VerifyRecord*>(SSL_
 
 // The certificate is outside input: keep printable ASCII, and not much of it.
 std::string printable(const unsigned char* data, size_t len) {
-  std::string out;
-  for (size_t i = 0; i < len && out.size() < 64; ++i) out += data[i] >= 0x20 && data[i] < 0x7f ? char(data[i]) : '?';
-  return out;
+  return text::ascii_printable(std::string_view(reinterpret_cast<const char*>(data), len), 64);
 }
 
 std::string utc(const ASN1_TIME* t) {
