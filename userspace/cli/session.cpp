@@ -92,15 +92,21 @@ CaptureSession::CaptureSession(const CaptureOptions& o, const CaptureTarget& tar
   idle_poll_ms_ = o.idle_interval_ms;
   sampler_ = std::make_unique<proc::Sampler>(target.pid, std::chrono::milliseconds(o.interval_ms),
                                              std::chrono::milliseconds(o.idle_interval_ms));
+  // The poller parses what the network sends: its thread holds nothing, but for a unix socket what
+  // connecting to another user's socket file takes, raised only around the connect.
+  const std::vector<int> watcher_caps =
+      target.redis && target.redis->address.is_unix() ? std::vector<int>{CAP_DAC_OVERRIDE} : std::vector<int>{};
   if (target.redis)
-    watcher_ = std::make_unique<redis::Watcher>(
-        redis::Watcher::Options{.address = target.redis->address,
-                                .user = o.redis_settings.user,
-                                .password = target.redis->credentials.password,
-                                .tls = redis::tls_for(target.redis->credentials, target.redis->address),
-                                .interval = std::chrono::milliseconds(o.interval_ms),
-                                .idle_interval = std::chrono::milliseconds(o.idle_interval_ms),
-                                .on_snapshot = {}});
+    watcher_ = in_thread_holding("thptrace-watch", watcher_caps, [&] {
+      return std::make_unique<redis::Watcher>(
+          redis::Watcher::Options{.address = target.redis->address,
+                                  .user = o.redis_settings.user,
+                                  .password = target.redis->credentials.password,
+                                  .tls = redis::tls_for(target.redis->credentials, target.redis->address),
+                                  .interval = std::chrono::milliseconds(o.interval_ms),
+                                  .idle_interval = std::chrono::milliseconds(o.idle_interval_ms),
+                                  .on_snapshot = {}});
+    });
 }
 
 void CaptureSession::attach(const CaptureOptions& o, const CaptureTarget& target) {

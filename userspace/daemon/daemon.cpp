@@ -27,8 +27,18 @@ namespace {
 
 constexpr auto kHousekeeping = std::chrono::seconds(1);
 constexpr auto kDiscoverEvery = std::chrono::seconds(5);
+const std::vector<int> kDaemonCapabilities = {CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH};
+// setns(CLONE_NEWNET) and opening another process's /proc/PID/ns/net and /proc/PID/root.
+const std::vector<int> kNetnsCapabilities = {CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH};
 
 std::atomic<bool> g_reload{false};  // SIGHUP: read the password and TLS files again
+
+// A poller's thread parses what the network sends: it holds nothing, but for a server in another
+// network namespace what entering it takes, raised only around the setns (redis/transport.cpp).
+std::unique_ptr<redis::Watcher> start_watcher(redis::Watcher::Options o) {
+  const std::vector<int> caps = o.netns_pid ? kNetnsCapabilities : std::vector<int>{};
+  return in_thread_holding("thptrace-watch", caps, [&] { return std::make_unique<redis::Watcher>(std::move(o)); });
+}
 
 std::vector<pid_t> redis_server_pids() {
   std::vector<pid_t> out;
@@ -85,6 +95,13 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
   tracer_->attach();
   exporter_ = std::make_unique<Exporter>(metrics_, modes_);
   if (const char* path = std::getenv("THPTRACE_RECORD_INPUTS")) exporter_->record_to(path);
+  // Loaded and attached, and no thread started yet (each thread holds its own capabilities, and a new
+  // one inherits its creator's). What is left: attaching uprobes to Redis processes as they (re)start
+  // (CAP_BPF, CAP_PERFMON; CAP_SYS_ADMIN too for another user's process on recent kernels, and for
+  // setns into a container's network namespace), and reading /proc of other users' processes
+  // (CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH). Everything else goes, from the bounding set too.
+  if (std::string why; !drop_capabilities_except(kDaemonCapabilities, &why))
+    log::warn("could not drop capabilities after attach ({}); continuing", why);
   for (const auto& text : options_.redis) {
     const auto addr = redis::parse_address(text);
     if (!addr) throw FatalError(kExitUsage, "--redis " + text + ": expected " + redis::kAddressForms + ".");
@@ -96,12 +113,6 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
     add_target(st->name, {}, pid, false);
   }
   metrics_.serve(options_.listen);
-  // Loaded, attached and listening. What is left: attaching uprobes to Redis processes as they
-  // (re)start (CAP_BPF, CAP_PERFMON; CAP_SYS_ADMIN too for another user's process on recent kernels,
-  // kept when held), and reading /proc of other users' processes (CAP_SYS_PTRACE,
-  // CAP_DAC_READ_SEARCH). Everything else a root daemon would hold goes, and no_new_privs is set.
-  if (std::string why; !drop_capabilities_except({CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH}, &why))
-    log::warn("could not drop capabilities after attach ({}); continuing", why);
 }
 
 Daemon::~Daemon() {
@@ -125,7 +136,7 @@ Daemon::Target& Daemon::add_target(const std::string& label, std::vector<redis::
   if (pid) follow_pid(*t, pid);
   if (!routes.empty()) {
     Target* raw = t.get();
-    t->watcher = std::make_unique<redis::Watcher>(
+    t->watcher = start_watcher(
         redis::Watcher::Options{.address = routes.front().address,
                                 .user = options_.redis_settings.user,
                                 .password = credentials_.password,

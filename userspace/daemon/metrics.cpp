@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "common/caps.h"
 #include "common/error.h"
 #include "common/text.h"
 #include "thptrace/version.h"
@@ -277,7 +278,8 @@ Metrics::Metrics()
 
 void Metrics::serve(const std::string& addr) {
   try {
-    exposer_ = std::make_unique<prometheus::Exposer>(addr);
+    // Its threads are started here, and parse what the network sends: they hold no capability.
+    exposer_ = in_thread_holding("thptrace-http", {}, [&] { return std::make_unique<prometheus::Exposer>(addr); });
   } catch (const std::exception& e) {
     throw FatalError(kExitRuntime, "cannot listen on " + addr + " for the metrics endpoint: " + e.what());
   }

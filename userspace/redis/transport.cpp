@@ -1,6 +1,7 @@
 #include "redis/transport.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -18,6 +19,8 @@
 #include <cstring>
 #include <thread>
 #include <utility>
+
+#include "common/caps.h"
 
 namespace thptrace::redis {
 namespace {
@@ -222,6 +225,7 @@ class TlsTransport : public Transport {
 // A socket made in the network namespace of pid: a thread of our own joins it (setns changes the
 // calling thread's namespace only), makes the socket, and ends; the socket stays in that namespace.
 // Needs CAP_SYS_ADMIN; without it discovery reaches a container by its own addresses (Route::outside).
+// A poller's thread holds it permitted but not effective: only this short-lived thread raises it.
 int socket_in_netns(pid_t pid, int family, int* err) {
   if (pid == 0) {
     const int fd = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -230,6 +234,7 @@ int socket_in_netns(pid_t pid, int family, int* err) {
   }
   int fd = -1;
   std::thread([&] {
+    const EffectiveForScope raised({CAP_SYS_ADMIN, CAP_SYS_PTRACE});
     const Fd ns(::open(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
     if (ns.get() < 0 || ::setns(ns.get(), CLONE_NEWNET) != 0) {
       *err = errno;
@@ -258,9 +263,14 @@ Fd connect_unix(const Address& addr, pid_t netns_pid, Deadline deadline, std::st
   std::string path = addr.path;
   Fd path_fd;
   if (netns_pid != 0) {
-    path_fd = Fd(::open(("/proc/" + std::to_string(netns_pid) + "/root" + addr.path).c_str(), O_PATH | O_CLOEXEC));
+    int open_errno = 0;
+    {
+      const EffectiveForScope raised({CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH});
+      path_fd = Fd(::open(("/proc/" + std::to_string(netns_pid) + "/root" + addr.path).c_str(), O_PATH | O_CLOEXEC));
+      open_errno = errno;
+    }
     if (path_fd.get() < 0) {
-      *why = errno_text(errno);
+      *why = errno_text(open_errno);
       return Fd();
     }
     path = "/proc/self/fd/" + std::to_string(path_fd.get());
@@ -274,7 +284,11 @@ Fd connect_unix(const Address& addr, pid_t netns_pid, Deadline deadline, std::st
   sockaddr_un sa{};
   sa.sun_family = AF_UNIX;
   std::memcpy(sa.sun_path, path.c_str(), std::min(path.size(), sizeof(sa.sun_path) - 1));
-  *why = connect_fd(fd.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa, deadline);
+  {
+    // Connecting needs write access to the socket file (a 0700 socket of the redis user, say).
+    const EffectiveForScope raised({CAP_DAC_OVERRIDE});
+    *why = connect_fd(fd.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa, deadline);
+  }
   return why->empty() ? std::move(fd) : Fd();
 }
 
