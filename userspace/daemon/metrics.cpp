@@ -31,6 +31,15 @@ Histogram::BucketBoundaries cow_fault_buckets() {
   return b;
 }
 
+// civetweb serves one connection per worker thread, and a worker waits for a request as long as
+// request_timeout_ms: a client that connects and sends nothing, or half a request, holds one that
+// long. Enough workers that a few such clients leave one free for the scraper, a wait short enough
+// that they are soon let go (a scraper sends its request at once), and no keep-alive, so an idle
+// scraper's connection does not hold a worker either.
+std::vector<std::string> civetweb_options(const std::string& listen) {
+  return {"listening_ports", listen, "num_threads", "16", "request_timeout_ms", "3000", "enable_keep_alive", "no"};
+}
+
 prometheus::ClientMetric::Label target_label(const std::string& t) { return {"target", text::valid_utf8(t)}; }
 
 // The registry whose label values are valid UTF-8 in every scrape. A target's label can come from a
@@ -279,7 +288,8 @@ Metrics::Metrics()
 void Metrics::serve(const std::string& addr) {
   try {
     // Its threads are started here, and parse what the network sends: they hold no capability.
-    exposer_ = in_thread_holding("thptrace-http", {}, [&] { return std::make_unique<prometheus::Exposer>(addr); });
+    exposer_ = in_thread_holding("thptrace-http", {},
+                                 [&] { return std::make_unique<prometheus::Exposer>(civetweb_options(addr)); });
   } catch (const std::exception& e) {
     throw FatalError(kExitRuntime, "cannot listen on " + addr + " for the metrics endpoint: " + e.what());
   }
