@@ -15,6 +15,7 @@ packages=(
   # libraries
   libhiredis-dev libssl-dev prometheus-cpp-dev libboost-program-options-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev
+  libyaml-cpp-dev  # the daemon's --web.config.file (userspace/daemon/web_config.cpp); bcrypt is libcrypt's
   # runtime peers used by the demo and the tests
   redis-server redis-tools procps openssl  # openssl: the TLS tests make their CA and certificates
   qemu-system-x86 busybox-static cpio kmod  # kernel matrix (tests/vm/guest.sh)

@@ -112,7 +112,7 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
     if (!st) throw FatalError(kExitUsage, fmt::format("no process with pid {} exists.", pid));
     add_target(st->name, {}, pid, false);
   }
-  metrics_.serve(options_.listen);
+  metrics_.serve(options_.listen, options_.web);
 }
 
 Daemon::~Daemon() {

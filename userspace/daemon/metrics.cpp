@@ -285,13 +285,22 @@ Metrics::Metrics()
   bpf_stats_enabled_.Add({});
 }
 
-void Metrics::serve(const std::string& addr) {
+void Metrics::serve(const std::string& addr, const WebConfig& web) {
   try {
     // Its threads are started here, and parse what the network sends: they hold no capability.
     exposer_ = in_thread_holding("thptrace-http", {},
                                  [&] { return std::make_unique<prometheus::Exposer>(civetweb_options(addr)); });
   } catch (const std::exception& e) {
     throw FatalError(kExitRuntime, "cannot listen on " + addr + " for the metrics endpoint: " + e.what());
+  }
+  // Before the registry: /metrics is never served without it.
+  if (!web.basic_auth_users.empty()) {
+    exposer_->RegisterAuth(
+        [users = web.basic_auth_users](const std::string& user, const std::string& password) {
+          const auto it = users.find(user);
+          return bcrypt_matches(password, it == users.end() ? std::string() : it->second);
+        },
+        "thptrace");
   }
   exposer_->RegisterCollectable(registry_);
   exposer_->RegisterCollectable(mirror_);

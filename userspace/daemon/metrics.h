@@ -17,6 +17,7 @@
 #include <string>
 
 #include "correlate/episode.h"
+#include "daemon/web_config.h"
 #include "redis/watcher.h"
 #include "tracer/probe.h"
 
@@ -38,8 +39,9 @@ class RedisMirror : public prometheus::Collectable {
 class Metrics {
  public:
   Metrics();
-  // Starts serving /metrics on addr ("HOST:PORT"). Throws FatalError when it cannot listen.
-  void serve(const std::string& addr);
+  // Starts serving /metrics on addr ("HOST:PORT"), behind basic auth when web names users.
+  // Throws FatalError when it cannot listen.
+  void serve(const std::string& addr, const WebConfig& web = {});
 
   // Creates every labelled series of a target at zero, so rate() and increase() see the first event.
   void add_target(const std::string& target);

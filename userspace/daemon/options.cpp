@@ -32,6 +32,8 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
       "ringbuf-kb", po::value<size_t>()->default_value(256), "ring buffer size, KiB")(
       "max-targets", po::value<uint32_t>()->default_value(64), "processes traced at once (in-kernel map size)")(
       "max-episodes", po::value<uint32_t>()->default_value(256), "fork children tracked at once (in-kernel map size)")(
+      "web.config.file", po::value<std::string>(),
+      "TLS and basic auth of /metrics: a web configuration file as Prometheus exporters read it (docs/daemon.md)")(
       "verbose,v", "print libbpf's messages and debug lines");
   add_redis_connection_options(desc);
   po::variables_map vm;
@@ -91,6 +93,7 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
   if (o.max_targets < 1 || o.max_targets > 65536) throw FatalError(kExitUsage, "--max-targets: expected 1 to 65536.");
   o.max_episodes = vm["max-episodes"].as<uint32_t>();
   if (o.max_episodes < 1 || o.max_episodes > 65536) throw FatalError(kExitUsage, "--max-episodes: expected 1 to 65536.");
+  if (vm.count("web.config.file")) o.web = load_web_config(vm["web.config.file"].as<std::string>());
   if (o.redis.empty() && o.pids.empty() && !o.discover)
     throw FatalError(kExitUsage, "nothing to watch: give --redis, --pid or --discover (see thptrace daemon --help).");
   log::set_verbose(vm.count("verbose") > 0);

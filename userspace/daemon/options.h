@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/web_config.h"
 #include "redis/credentials.h"
 
 namespace thptrace::daemon {
@@ -24,6 +25,7 @@ struct DaemonOptions {
   size_t ringbuf_kb = 256;
   uint32_t max_targets = 64;    // processes traced at once (the in-kernel targets map)
   uint32_t max_episodes = 256;  // fork children tracked at once (the in-kernel episodes map)
+  WebConfig web;                // --web.config.file: TLS and basic auth of /metrics (none by default)
 };
 
 // Parses flags and the config file (flags win). Throws FatalError(kExitUsage) on bad input.
