@@ -14,6 +14,7 @@ prom_config="$root/deploy/prometheus/prometheus.yml"
 dashboard="$root/dashboards/thptrace.json"
 daemonset="$root/deploy/kubernetes/daemonset.yaml"
 servicemonitor="$root/deploy/kubernetes/servicemonitor.yaml"
+networkpolicy="$root/deploy/kubernetes/networkpolicy.yaml"
 max_exposure="2.5"
 # Debian's python3: the one on PATH may be a pyenv build without the yaml module.
 py=/usr/bin/python3
@@ -351,6 +352,58 @@ if errors:
 EOF
 }
 check "kubernetes: DaemonSet (hostPID, capabilities, read-only mounts) and ServiceMonitor" k8s_ok
+
+# The NetworkPolicy parses, selects the DaemonSet's pods, and admits only a labelled scraper in a
+# named namespace, to the metrics port only: no rule open to every peer or every port.
+networkpolicy_ok() {
+  "$py" - "$networkpolicy" "$daemonset" <<'EOF'
+import sys
+import yaml
+errors = []
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+ds = [d for d in yaml.safe_load_all(open(sys.argv[2])) if d and d.get("kind") == "DaemonSet"][0]
+pod_labels = ds["spec"]["template"]["metadata"]["labels"]
+container = [c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "thptrace"][0]
+metrics_ports = {9966} | {p["name"] for p in container.get("ports", []) if p.get("containerPort") == 9966}
+nps = [d for d in docs if d.get("kind") == "NetworkPolicy"]
+if len(nps) != 1:
+    print("networkpolicy.yaml must hold exactly one NetworkPolicy")
+    sys.exit(1)
+np = nps[0]
+if np.get("apiVersion") != "networking.k8s.io/v1":
+    errors.append("NetworkPolicy apiVersion is not networking.k8s.io/v1")
+if np["metadata"].get("namespace") != ds["metadata"].get("namespace"):
+    errors.append("NetworkPolicy is not in the DaemonSet's namespace")
+spec = np.get("spec", {})
+sel = spec.get("podSelector", {}).get("matchLabels", {})
+if not sel or any(pod_labels.get(k) != v for k, v in sel.items()):
+    errors.append("podSelector does not select the DaemonSet's pods")
+if "Ingress" not in spec.get("policyTypes", []):
+    errors.append("policyTypes lacks Ingress")
+rules = spec.get("ingress", [])
+if not rules:
+    errors.append("no ingress rule: the scraper would be refused too")
+for i, r in enumerate(rules):
+    peers = r.get("from", [])
+    if not peers:
+        errors.append(f"ingress rule {i} admits every peer")
+    for p in peers:
+        ns = p.get("namespaceSelector", {}).get("matchLabels")
+        pods = p.get("podSelector", {}).get("matchLabels")
+        if "ipBlock" not in p and (not ns or not pods):
+            errors.append(f"ingress rule {i}: a peer without both a labelled namespace and labelled pods")
+    ports = r.get("ports", [])
+    if not ports:
+        errors.append(f"ingress rule {i} admits every port")
+    for p in ports:
+        if p.get("port") not in metrics_ports or p.get("protocol", "TCP") != "TCP":
+            errors.append(f"ingress rule {i} admits {p}, not only the metrics port")
+if errors:
+    print("\n".join(errors))
+    sys.exit(1)
+EOF
+}
+check "kubernetes: NetworkPolicy admits only the labelled scraper to the metrics port" networkpolicy_ok
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
