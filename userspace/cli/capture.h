@@ -26,6 +26,7 @@ struct CaptureOptions {
   int idle_interval_ms = 1000;  // the rest of the time (common/cadence.h)
   size_t ringbuf_kb = 256;
   uint32_t sample_copies = kDefaultSampleCopies;  // 1 in N copies sampled with their stacks; 0 = off
+  bool debuginfod = false;                        // the symbolizer may ask DEBUGINFOD_URLS
 };
 
 // Validates the options, runs a CaptureSession, prints the report computed from its inputs

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -31,7 +32,7 @@ namespace {
 
 const char* kUsage =
     "usage: thptrace [--pid PID] [--redis HOST:PORT|unix:/PATH [--redis-tls ...]] [--duration SECONDS] [--json PATH]\n"
-    "                [--force-fallback] [--sample-copies N]\n"
+    "                [--force-fallback] [--sample-copies N [--debuginfod]]\n"
     "         (--pid, --redis or both: the process serving a TCP --redis is found from the kernel's socket tables)\n"
     "       thptrace probe [--json]\n"
     "       thptrace daemon [--config PATH] [--listen ADDR:PORT] [--redis HOST:PORT|unix:/PATH ...] [--pid PID ...]\n"
@@ -59,7 +60,9 @@ int capture_main(int argc, char** argv) {
       "sample-copies", po::value<long long>()->default_value(cli::kDefaultSampleCopies),
       "sample 1 in N copy-on-write faults while a fork child lives, with the call stack, to say which code "
       "paths and mappings the copies come from (a power of two; 0 = off)")(
-      "verbose,v", "print libbpf's messages and debug lines");
+      "debuginfod",
+      "ask the servers of DEBUGINFOD_URLS for debug files of the traced binaries that this host and "
+      "the process lack (off: DEBUGINFOD_URLS is ignored)")("verbose,v", "print libbpf's messages and debug lines");
   add_redis_connection_options(desc);
   po::variables_map vm;
   const auto parse = [&desc](int n, const char* const* args, po::variables_map& out, bool /*safe*/) {
@@ -110,6 +113,10 @@ int capture_main(int argc, char** argv) {
     throw FatalError(kExitUsage, fmt::format("--sample-copies {}: expected 0 (off) or a power of two (1, 2, 4, ... "
                                              "1048576).",
                                              o.sample_copies));
+  // libdw asks the servers named in DEBUGINFOD_URLS for what it misses: a network fetch, driven by
+  // build ids a traced process chose, only on request. Unset before any thread starts.
+  o.debuginfod = vm.count("debuginfod") > 0;
+  if (!o.debuginfod) ::unsetenv("DEBUGINFOD_URLS");
   install_stop_handlers();
   return cli::run_capture(o);
 }

@@ -116,7 +116,8 @@ void CaptureSession::attach(const CaptureOptions& o, const CaptureTarget& target
   tracer_ = std::make_unique<tracer::Tracer>(
       modes, tracer::TracerOptions{.ringbuf_bytes = o.ringbuf_kb * 1024, .sample_every = o.sample_copies});
   inputs_.sample_every = o.sample_copies;
-  if (o.sample_copies) resolver_ = std::make_unique<symbolize::Resolver>(target.pid);
+  if (o.sample_copies)
+    resolver_ = std::make_unique<symbolize::Resolver>(target.pid, symbolize::ResolverOptions{o.debuginfod});
   if (std::string why; !tracer_->watch(target.pid, &why))
     throw FatalError(kExitRuntime, fmt::format("cannot watch pid {}: {}.", target.pid, why));
   tracer_->attach();

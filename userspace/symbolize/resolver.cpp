@@ -5,11 +5,10 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
 #include <cstring>
 #include <map>
 
+#include "proc/foreign_file.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
 
@@ -17,24 +16,53 @@ namespace thptrace::symbolize {
 
 namespace {
 
-// libdwfl's find_elf for the modules report_modules() reports: *userdata holds the Resolver's
-// /proc/PID/root, so a path in the process's own mount namespace opens the file it maps.
-int find_elf(Dwfl_Module* /*mod*/, void** userdata, const char* module_name, Dwarf_Addr /*base*/, char** file_name,
+// libdwfl's find_elf for the modules refresh() reports: *userdata is the module's ModuleSource, so
+// the file is the one the process maps (proc/foreign_file.h), opened as it sees it. libdwfl owns the
+// descriptor returned.
+int find_elf(Dwfl_Module* /*mod*/, void** userdata, const char* /*module_name*/, Dwarf_Addr /*base*/, char** file_name,
              Elf** elfp) {
   *elfp = nullptr;
-  if (!module_name || module_name[0] != '/') return -1;
-  const auto* root = static_cast<const std::string*>(*userdata);
-  const std::string path = (root ? *root : std::string()) + module_name;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  *file_name = strdup(path.c_str());
-  return fd;
+  const auto* src = static_cast<const ModuleSource*>(*userdata);
+  if (!src || src->path.empty() || src->path[0] != '/') return -1;
+  proc::ForeignFile f = proc::open_process_file(src->pid, src->path, proc::kMaxElfBytes, src->range);
+  if (!f.fd) return -1;
+  *file_name = strdup(src->path.c_str());
+  return f.fd.release();
+}
+
+// "/usr/lib/debug/.build-id/ab/cdef....debug" for the module's build id; "" without one.
+std::string build_id_debug_path(Dwfl_Module* mod) {
+  const unsigned char* bits = nullptr;
+  GElf_Addr vaddr = 0;
+  const int n = dwfl_module_build_id(mod, &bits, &vaddr);
+  if (n < 2 || !bits) return {};
+  std::string hex;
+  for (int i = 0; i < n; ++i) hex += fmt::format("{:02x}", bits[i]);
+  return "/usr/lib/debug/.build-id/" + hex.substr(0, 2) + "/" + hex.substr(2) + ".debug";
+}
+
+// libdwfl's find_debuginfo: the debug file of the module's build id, in the process's filesystem
+// first, then the host's. Never by .gnu_debuglink name or beside the file: those are paths the
+// container wrote. debuginfod (host paths and servers by build id) only when asked.
+int find_debuginfo(Dwfl_Module* mod, void** userdata, const char* modname, Dwarf_Addr base, const char* file_name,
+                   const char* debuglink_file, GElf_Word debuglink_crc, char** debuginfo_file_name) {
+  const auto* src = static_cast<const ModuleSource*>(*userdata);
+  if (!src) return -1;
+  const std::string path = build_id_debug_path(mod);
+  if (!path.empty()) {
+    if (proc::ForeignFile f = proc::open_process_file(src->pid, path, proc::kMaxElfBytes); f.fd) return f.fd.release();
+    if (const proc::FileFd host(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)); host)
+      if (proc::ForeignFile f = proc::open_in_root(host.get(), path, proc::kMaxElfBytes); f.fd) return f.fd.release();
+  }
+  if (!src->debuginfod) return -1;
+  return dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file, debuglink_crc,
+                                      debuginfo_file_name);
 }
 
 char* debuginfo_path = nullptr;
 const Dwfl_Callbacks kCallbacks = {
     .find_elf = find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = find_debuginfo,
     .section_address = dwfl_offline_section_address,
     .debuginfo_path = &debuginfo_path,
 };
@@ -56,34 +84,6 @@ constexpr uint64_t kUserSpaceEnd = 0x800000000000ULL;  // x86_64 user addresses 
 
 }  // namespace
 
-std::vector<Mapping> parse_maps(const std::string& text) {
-  std::vector<Mapping> out;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    if (nl == std::string::npos) nl = text.size();
-    const std::string line = text.substr(pos, nl - pos);
-    pos = nl + 1;
-    Mapping m;
-    char perms[8] = {};
-    int consumed = 0;
-    uint64_t start = 0, end = 0, offset = 0;
-    if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s%n", &start, &end, perms, &offset,
-                    &consumed) < 4 ||
-        consumed <= 0)
-      continue;
-    m.start = start;
-    m.end = end;
-    m.perms = perms;
-    m.offset = offset;
-    std::string rest = line.substr(static_cast<size_t>(consumed));
-    const auto first = rest.find_first_not_of(' ');
-    m.path = first == std::string::npos ? std::string() : rest.substr(first);
-    out.push_back(std::move(m));
-  }
-  return out;
-}
-
 std::string mapping_label(const Mapping& m) {
   if (m.path.empty()) return "anonymous";
   if (m.path == "[heap]") return "[heap]";
@@ -93,8 +93,8 @@ std::string mapping_label(const Mapping& m) {
   return base_name(m.path);
 }
 
-Resolver::Resolver(pid_t pid)
-    : pid_(pid), root_("/proc/" + std::to_string(pid) + "/root"), dwfl_(dwfl_begin(&kCallbacks), dwfl_end) {
+Resolver::Resolver(pid_t pid, ResolverOptions options)
+    : pid_(pid), options_(options), dwfl_(dwfl_begin(&kCallbacks), dwfl_end) {
   refresh();
 }
 
@@ -108,6 +108,7 @@ void Resolver::refresh() {
   if (!dwfl_) return;
   // One module per run of mappings of one code file, from its first mapping (the ELF header's,
   // offset 0) to its last: what dwfl_linux_proc_report reports, with our own find_elf.
+  std::vector<std::unique_ptr<ModuleSource>> sources;
   dwfl_report_begin(dwfl_.get());
   for (size_t i = 0; i < maps_.size();) {
     size_t j = i + 1;
@@ -118,12 +119,17 @@ void Resolver::refresh() {
       if (Dwfl_Module* mod = dwfl_report_module(dwfl_.get(), maps_[i].path.c_str(), maps_[i].start, maps_[j - 1].end)) {
         void** userdata = nullptr;
         dwfl_module_info(mod, &userdata, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
-        if (userdata) *userdata = &root_;
+        if (userdata) {
+          sources.push_back(
+              std::make_unique<ModuleSource>(ModuleSource{pid_, options_.debuginfod, maps_[i].range(), maps_[i].path}));
+          *userdata = sources.back().get();
+        }
       }
     }
     i = j;
   }
   dwfl_report_end(dwfl_.get(), nullptr, nullptr);
+  sources_ = std::move(sources);  // every module left points into the new set
 }
 
 void Resolver::refresh_on_miss() {

@@ -1,8 +1,11 @@
 #pragma once
 // Resolves the sampled copies of one process while it lives: the mapping an address falls in (from
 // /proc/PID/maps, read when a fork starts and again on a miss) and the function of each frame of the
-// call stack (elfutils' libdwfl over the same mappings, the files opened through /proc/PID/root so
-// that a process in a container is read from its own filesystem). Every address is symbolized once.
+// call stack (elfutils' libdwfl over the same mappings). Files are opened as the process sees them,
+// and only safely (proc/foreign_file.h): a process in a container is read from its own filesystem,
+// never a host file it links to. Debug files are looked up by build id in the process's root, then
+// the host's /usr/lib/debug; debuginfod only when asked (ResolverOptions::debuginfod). Every address
+// is symbolized once.
 
 #include <linux/types.h>
 #include <sys/types.h>
@@ -10,23 +13,19 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "correlate/copies.h"
+#include "proc/maps.h"
 
 struct Dwfl;
 
 namespace thptrace::symbolize {
 
-// One line of /proc/PID/maps.
-struct Mapping {
-  uint64_t start = 0, end = 0;
-  std::string perms;  // "rw-p"
-  uint64_t offset = 0;
-  std::string path;  // "" for an anonymous mapping
-};
-std::vector<Mapping> parse_maps(const std::string& text);
+using proc::Mapping;
+inline std::vector<Mapping> parse_maps(std::string_view text) { return proc::parse_maps(text); }
 // What a copy in a mapping is reported as: "[heap]", "[stack]" (every thread stack the kernel
 // names), "anonymous" (jemalloc's arenas and other mmapped memory), or a file's name.
 std::string mapping_label(const Mapping& m);
@@ -36,9 +35,22 @@ struct Frame {
   std::string module;    // the file name of the module, "" outside every module
 };
 
+struct ResolverOptions {
+  // Ask the debuginfod servers of DEBUGINFOD_URLS for debug files this host and the process lack.
+  bool debuginfod = false;
+};
+
+// Where a module's files are: the process and one of the module's mappings (map_files).
+struct ModuleSource {
+  pid_t pid = 0;
+  bool debuginfod = false;
+  proc::MappedRange range;
+  std::string path;  // as the process names it
+};
+
 class Resolver {
  public:
-  explicit Resolver(pid_t pid);
+  explicit Resolver(pid_t pid, ResolverOptions options = {});
   ~Resolver();
   Resolver(const Resolver&) = delete;
   Resolver& operator=(const Resolver&) = delete;
@@ -57,8 +69,11 @@ class Resolver {
   void refresh_on_miss();
 
   pid_t pid_;
-  std::string root_;  // /proc/PID/root
+  ResolverOptions options_;
   std::vector<Mapping> maps_;
+  // What each reported module's find_elf and find_debuginfo read (their userdata): replaced as a
+  // whole on each refresh, after the modules are reported again.
+  std::vector<std::unique_ptr<ModuleSource>> sources_;
   std::unique_ptr<Dwfl, void (*)(Dwfl*)> dwfl_;
   std::unordered_map<uint64_t, Frame> cache_;  // by looked-up address
   uint64_t last_refresh_ns_ = 0;

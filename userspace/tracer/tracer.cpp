@@ -19,6 +19,8 @@
 #include "common/btf.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "proc/foreign_file.h"
+#include "proc/maps.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
 #include "thptrace_bpf.skel.h"
@@ -540,26 +542,26 @@ bool Tracer::attach_libc_fork(pid_t pid, std::string* why) {
 }
 
 bool Tracer::attach_libc_fork_pair(pid_t pid, std::string* why) {
-  // The libc the process maps, reached through its root so it works across mount namespaces.
+  // The libc the process maps, opened as the process sees it (the mapped file itself, or a walk
+  // confined to its root: proc/foreign_file.h) and named to libbpf and the kernel by our own fd link.
   const auto maps = proc::read_file("/proc/" + std::to_string(pid) + "/maps", 4 << 20);
-  std::string libc;
-  if (maps) {
-    for (size_t pos = 0; pos < maps->size();) {
-      const size_t nl = maps->find('\n', pos);
-      const std::string line = maps->substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
-      pos = nl == std::string::npos ? maps->size() : nl + 1;
-      const auto slash = line.find('/');
-      if (slash != std::string::npos && line.find("/libc.so.6") != std::string::npos) {
-        libc = line.substr(slash);
-        break;
-      }
+  std::optional<proc::Mapping> mapping;
+  for (auto& m : maps ? proc::parse_maps(*maps) : std::vector<proc::Mapping>{})
+    if (m.path.starts_with('/') && m.path.ends_with("/libc.so.6")) {
+      mapping = std::move(m);
+      break;
     }
-  }
-  if (libc.empty()) {
+  if (!mapping) {
     if (why) *why = "the process maps no libc.so.6";
     return false;
   }
-  const std::string path = "/proc/" + std::to_string(pid) + "/root" + libc;
+  const std::string& libc = mapping->path;
+  const proc::ForeignFile file = proc::open_process_file(pid, libc, proc::kMaxElfBytes, mapping->range());
+  if (!file.fd) {
+    if (why) *why = "cannot open " + libc + " of the process: " + file.error;
+    return false;
+  }
+  const std::string path = "/proc/self/fd/" + std::to_string(file.fd.get());
   std::vector<LinkPtr> links;
   for (const bool ret : {false, true}) {
     LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret, .func_name = "fork");
