@@ -8,11 +8,13 @@
 #
 # Environment: FUZZ_SECONDS (per target, default 20), FUZZ_BUILD_DIR (default <repo>/build-fuzz),
 # FUZZ_JOBS (build parallelism, default 2), FUZZ_TARGETS (space-separated subset, default all),
-# FUZZ_ARTIFACTS (where failing inputs are kept, default $FUZZ_BUILD_DIR/artifacts), FUZZ_MAX_LEN
-# (bytes: the longest input for every target, e.g. 4194304; default libFuzzer's own, which grows
-# from the corpus's longest input). The report writers (report_json, timeline_svg) always take
-# inputs up to FUZZ_MAX_LEN or 1 MiB, whichever is larger: names of a megabyte are part of what
-# they must survive.
+# FUZZ_ARTIFACTS (where failing inputs are kept, default $FUZZ_BUILD_DIR/artifacts),
+# FUZZ_MAX_LEN (longest input tried, bytes, default 1 MiB: a quadratic parser shows on long inputs),
+# FUZZ_FLAGS (more libFuzzer flags, e.g. -len_control=0 to try long inputs from the start).
+# regress/<target>/ holds long inputs (MiBs) that once took minutes: each runs once, within 10 s,
+# before the fuzzing; they are not seeds, which would make every mutation that long.
+# The report writers (report_json, timeline_svg) also run with -len_control=0: names of a
+# megabyte are part of what they must survive.
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -21,6 +23,8 @@ build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=${FUZZ_SECONDS:-20}
 jobs=${FUZZ_JOBS:-2}
 artifacts=${FUZZ_ARTIFACTS:-$build/artifacts}
+max_len=${FUZZ_MAX_LEN:-1048576}
+read -r -a extra_flags <<<"${FUZZ_FLAGS:-}"
 
 if ! command -v clang++ >/dev/null; then
   echo "run.sh: clang++ not found (scripts/install-deps.sh installs it)" >&2
@@ -69,19 +73,24 @@ for t in "${targets[@]}"; do
     continue
   fi
   mkdir -p "$work/$t/corpus" "$work/$t/artifacts"
+  if [ -d "$here/regress/$t" ] &&
+    ! "$bin" -timeout=10 -rss_limit_mb=2048 "$here/regress/$t"/* >"$work/$t/regress.log" 2>&1; then
+    mkdir -p "$artifacts/$t"
+    cp -- "$work/$t/regress.log" "$artifacts/$t/regress.log"
+    printf 'FAIL  %-18s an input of regress/%s failed or took over 10 s; log kept in %s\n' "$t" "$t" "$artifacts/$t"
+    grep -E 'ERROR: |ALARM|invariant failed|runtime error|SUMMARY' "$work/$t/regress.log" | head -n 5 | sed 's/^/      /'
+    failed=$((failed + 1))
+    continue
+  fi
   cp -- "$seeds"/* "$work/$t/corpus/"
   log=$work/$t/log
   start=$(date +%s)
   dict=()
   [ -f "$here/dict/$t.dict" ] && dict=(-dict="$here/dict/$t.dict")
-  max_len=${FUZZ_MAX_LEN:-}
-  case $t in
-    report_json | timeline_svg) max_len=$((${max_len:-0} > 1048576 ? max_len : 1048576)) ;;
-  esac
   len=()
-  # -len_control=0: mutations may reach max_len at once instead of growing towards it slowly.
-  [ -n "$max_len" ] && len=(-max_len="$max_len" -len_control=0)
-  "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "${dict[@]}" "${len[@]}" \
+  case $t in report_json | timeline_svg) len=(-len_control=0) ;; esac
+  "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "${dict[@]}" \
+    -max_len="$max_len" "${len[@]}" "${extra_flags[@]}" \
     -artifact_prefix="$work/$t/artifacts/" "$work/$t/corpus" >"$log" 2>&1
   rc=$?
   elapsed=$(($(date +%s) - start))

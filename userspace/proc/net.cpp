@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <unordered_set>
 #include <utility>
 
 #include "proc/proc.h"
@@ -155,6 +156,7 @@ bool in_other_network_namespace(pid_t pid) { return namespace_differs(pid, "net"
 
 std::vector<std::string> parse_local_ipv4(std::string_view fib_trie) {
   std::vector<std::string> out;
+  std::unordered_set<std::string> seen;  // a namespace may hold many addresses: no scan of `out` per line
   std::string leaf;
   for_each_line(fib_trie, false, [&](std::string_view line) {
     const auto f = fields(line, 4);
@@ -166,8 +168,7 @@ std::vector<std::string> parse_local_ipv4(std::string_view fib_trie) {
       in_addr a{};
       char text[INET_ADDRSTRLEN];
       if (leaf.rfind("127.", 0) != 0 && inet_pton(AF_INET, leaf.c_str(), &a) == 1 &&
-          inet_ntop(AF_INET, &a, text, sizeof text) && leaf == text &&
-          std::find(out.begin(), out.end(), leaf) == out.end())
+          inet_ntop(AF_INET, &a, text, sizeof text) && leaf == text && seen.insert(leaf).second)
         out.push_back(leaf);
     } else if (f.empty() || f[0].front() != '/') {
       leaf.clear();  // a node ("+--"), a table's name: the leaf's own lines ("/N scope TYPE") ended

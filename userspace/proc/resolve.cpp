@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <unordered_set>
 
 #include "proc/proc.h"
 
@@ -198,6 +199,7 @@ std::optional<double> parse_uptime(std::string_view text) {
 std::vector<std::string> parse_fib_trie_local_addresses(std::string_view text) {
   // "     |-- 10.88.0.10\n        /32 host LOCAL\n": the address line, then its kind.
   std::vector<std::string> out;
+  std::unordered_set<std::string> seen;  // a namespace may hold many addresses: no scan of `out` per line
   std::string last;
   while (!text.empty()) {
     const auto nl = text.find('\n');
@@ -207,9 +209,11 @@ std::vector<std::string> parse_fib_trie_local_addresses(std::string_view text) {
       last = std::string(line.substr(p + 4));
       while (!last.empty() && (last.back() == ' ' || last.back() == '\r')) last.pop_back();
     } else if (line.find("/32 host LOCAL") != std::string_view::npos && !last.empty()) {
+      // The canonical dotted form only: inet_pton stops at a NUL the line may hold.
       in_addr a;
-      if (inet_pton(AF_INET, last.c_str(), &a) == 1 && last.rfind("127.", 0) != 0 &&
-          std::find(out.begin(), out.end(), last) == out.end())
+      char canonical[INET_ADDRSTRLEN];
+      if (inet_pton(AF_INET, last.c_str(), &a) == 1 && inet_ntop(AF_INET, &a, canonical, sizeof canonical) &&
+          last == canonical && last.rfind("127.", 0) != 0 && seen.insert(last).second)
         out.push_back(last);
     }
   }
