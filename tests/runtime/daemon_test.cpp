@@ -71,6 +71,9 @@ TEST(Daemon, CountsForksFollowsRestartsAndExitsClean) {
   const std::string target = redis->address();
   Daemon d({"--redis", target, "--poll-interval-ms", "50"});
   ASSERT_TRUE(d.wait_for(series("thptrace_redis_up", target), [](double v) { return v == 1; })) << d.proc().err();
+  // The server's process found and watched (its RSS is read once it is): a fork before that is not
+  // the daemon's to count, and Redis answers INFO before the daemon has located its process.
+  ASSERT_TRUE(d.wait_for(series("thptrace_rss_bytes", target), [](double v) { return v > 0; })) << d.proc().err();
   // Attached and listening, the daemon (root here) keeps only what re-attaching uprobes and reading
   // /proc need: CAP_DAC_READ_SEARCH, CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_PERFMON, CAP_BPF.
   const auto status = thptrace::proc::read_file("/proc/" + std::to_string(d.proc().pid()) + "/status").value_or("");
