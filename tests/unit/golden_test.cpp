@@ -74,6 +74,8 @@ std::string replay_daemon(const std::string& name) {
     if (step.contains("add_target")) {
       const auto label = step["add_target"].get<std::string>();
       ids[label] = exporter->add_target(label, step["watched"].get<bool>());
+    } else if (step.contains("remove_target")) {
+      exporter->remove_target(ids.at(step["remove_target"].get<std::string>()));
     } else if (step.contains("follow")) {
       exporter->follow(ids.at(step["follow"].get<std::string>()), step["pid"].get<pid_t>());
     } else if (step.contains("forget")) {

@@ -116,6 +116,7 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
 }
 
 Daemon::~Daemon() {
+  retiring_.clear();  // each waits for its watcher's stop
   // A watcher may be inside a connect that tries several routes, each with its own timeout: stop
   // them all at once, not one after the other (--discover may watch dozens).
   std::vector<std::thread> stopping;
@@ -135,7 +136,7 @@ Daemon::Target& Daemon::add_target(const std::string& label, std::vector<redis::
   t->id = exporter_->add_target(label, !routes.empty());
   if (pid) follow_pid(*t, pid);
   if (!routes.empty()) {
-    Target* raw = t.get();
+    const Exporter::TargetId id = t->id;
     t->watcher = start_watcher(
         redis::Watcher::Options{.address = routes.front().address,
                                 .user = options_.redis_settings.user,
@@ -148,9 +149,9 @@ Daemon::Target& Daemon::add_target(const std::string& label, std::vector<redis::
                                 .idle_interval = std::chrono::milliseconds(options_.idle_poll_interval_ms),
                                 .idle_extras_interval = kIdleExtrasEvery,
                                 .keep_history = false,
-                                .on_snapshot = [this, raw](const redis::Snapshot& s) {
+                                .on_snapshot = [this, id](const redis::Snapshot& s) {
                                   std::lock_guard lock(inbox_mu_);
-                                  inbox_.emplace_back(raw, s);
+                                  inbox_.emplace_back(id, s);
                                 }});
   }
   targets_.push_back(std::move(t));
@@ -171,6 +172,23 @@ void Daemon::follow_pid(Target& t, pid_t pid) {
   t.untraced = false;
   metrics_.set_untraced(t.label, false);
   if (pid) trace_pid(t);
+}
+
+void Daemon::lose_process(Target& t) {
+  follow_pid(t, 0);
+  if (t.discovered) t.exited = true;
+}
+
+void Daemon::remove_exited() {
+  std::erase_if(retiring_,
+                [](const auto& f) { return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready; });
+  std::erase_if(targets_, [this](std::unique_ptr<Target>& t) {
+    if (!t->exited) return false;
+    log::warn("{}: the discovered server exited; no longer watched", t->label);
+    exporter_->remove_target(t->id);
+    if (t->watcher) retiring_.push_back(std::async(std::launch::async, [w = std::move(t->watcher)] { w->stop(); }));
+    return true;
+  });
 }
 
 void Daemon::resolve(Target& t, int64_t process_id) {
@@ -219,13 +237,21 @@ Daemon::Target* Daemon::target_of(pid_t tgid) {
   return nullptr;
 }
 
+Daemon::Target* Daemon::target_by_id(Exporter::TargetId id) {
+  for (auto& t : targets_)
+    if (t->id == id) return t.get();
+  return nullptr;
+}
+
 void Daemon::drain_snapshots() {
-  std::vector<std::pair<Target*, redis::Snapshot>> batch;
+  std::vector<std::pair<Exporter::TargetId, redis::Snapshot>> batch;
   {
     std::lock_guard lock(inbox_mu_);
     batch.swap(inbox_);
   }
-  for (auto& [t, s] : batch) {
+  for (auto& [id, s] : batch) {
+    Target* t = target_by_id(id);
+    if (!t || t->exited) continue;
     exporter_->on_snapshot(t->id, s);
     if (!s.up) continue;
     // A server discovered in /proc is reached by its own listeners: the first INFO's process_id is
@@ -251,7 +277,7 @@ void Daemon::on_event(const thptrace_event& e) {
     t->watcher->wake(e.type != EV_TARGET_EXIT && !exporter_->open_children(t->id).empty());
   if (e.type == EV_TARGET_EXIT) {
     log::debug("{}: pid {} exited", t->label, t->pid);
-    follow_pid(*t, 0);
+    lose_process(*t);
   }
 }
 
@@ -266,7 +292,7 @@ void Daemon::housekeeping() {
     report_reachability(*t);
     const bool busy = t->pid && !exporter_->open_children(t->id).empty();
     if (t->watcher) t->watcher->set_busy(busy);
-    if (t->pid && !proc::process_exists(t->pid)) follow_pid(*t, 0);
+    if (t->pid && !proc::process_exists(t->pid)) lose_process(*t);
     if (!t->pid) continue;
     const auto counters = tracer_->target(t->pid);
     if (t->sample_cadence.full_due(now, busy, counters ? counters->thp_collapses : 0))
@@ -281,8 +307,18 @@ void Daemon::housekeeping() {
 }
 
 void Daemon::discover() {
+  std::erase_if(declined_, [](pid_t pid) { return !proc::process_exists(pid); });
+  auto discovered =
+      static_cast<size_t>(std::count_if(targets_.begin(), targets_.end(), [](const auto& t) { return t->discovered; }));
   for (const pid_t pid : redis_server_pids()) {
     if (target_of(pid)) continue;
+    if (discovered >= options_.max_discovered) {
+      // Once per process: it is taken when a watched one exits and it is still running then.
+      if (declined_.insert(pid).second)
+        log::warn("redis-server pid {} is not watched: {} discovered servers are already (raise --max-discovered)", pid,
+                  discovered);
+      continue;
+    }
     const std::string addr_text = address_from_title(proc::read_file("/proc/" + std::to_string(pid) + "/cmdline", 4096).value_or(""));
     auto found = discover_server(pid, addr_text, discover_tls_);
     // An instance already watched by address picks up its new pid through INFO. A server with no
@@ -300,6 +336,8 @@ void Daemon::discover() {
           pid, found.netns_refused, routes.empty() ? "no address (it listens on loopback only)" : routes);
     log::debug("discovered redis-server pid {} as {}; reaching it by {}", pid, found.label, routes.empty() ? "nothing" : routes);
     add_target(found.label, std::move(found.routes), pid, true, found.netns_pid);
+    declined_.erase(pid);
+    ++discovered;
   }
 }
 
@@ -351,6 +389,7 @@ int Daemon::run() {
       log::warn("ring buffer poll failed: {}", std::strerror(-n));
       return kExitRuntime;
     }
+    remove_exited();
     if (g_reload.exchange(false)) reload_credentials();
     drain_snapshots();
     exporter_->export_settled(proc::monotonic_ns());
@@ -361,6 +400,7 @@ int Daemon::run() {
     }
     if (now >= next_housekeeping) {
       housekeeping();
+      remove_exited();
       next_housekeeping = now + kHousekeeping;
     }
   }

@@ -7,10 +7,12 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,7 @@ class Daemon {
     std::optional<redis::Address> address;
     pid_t pid = 0;
     bool discovered = false;
+    bool exited = false;  // discovered, and its process is gone: removed by remove_exited()
     Exporter::TargetId id = 0;
     std::vector<redis::Route> routes;  // how its Redis is reached, in order (none: no Redis side)
     pid_t netns_pid = 0;               // see Watcher::Options
@@ -77,6 +80,12 @@ class Daemon {
   // Logs a Redis that became unreachable (with why) or reachable again.
   void report_reachability(Target& t);
   void follow_pid(Target& t, pid_t pid);
+  // t's process is gone: an operator's target waits for its next one, a discovered one is removed.
+  void lose_process(Target& t);
+  // Removes the discovered targets whose process exited: their watcher stopped (on a thread of its
+  // own, so a connect in flight does not hold the main loop), their series and correlator gone,
+  // their kernel side already released by follow_pid(t, 0). Outside any loop over targets_.
+  void remove_exited();
   // Finds the host pid of the server behind t's TCP route (proc/resolve.h) and follows it; without
   // one, INFO's process_id when that is a process of our PID namespace.
   void resolve(Target& t, int64_t process_id);
@@ -85,6 +94,7 @@ class Daemon {
   void discover();
   void on_event(const thptrace_event& e);
   Target* target_of(pid_t tgid);
+  Target* target_by_id(Exporter::TargetId id);
   // Long-run upkeep of the kernel side (daemon/upkeep.cpp): puts t.pid in the targets map and its
   // uprobes on it, or marks it untraced (counted, logged once, exported) when the map is full.
   bool trace_pid(Target& t);
@@ -101,7 +111,10 @@ class Daemon {
   std::unique_ptr<Exporter> exporter_;
   std::vector<std::unique_ptr<Target>> targets_;
   std::mutex inbox_mu_;
-  std::vector<std::pair<Target*, redis::Snapshot>> inbox_;
+  // By target id: a snapshot of a target removed since is dropped.
+  std::vector<std::pair<Exporter::TargetId, redis::Snapshot>> inbox_;
+  std::vector<std::future<void>> retiring_;  // watchers of removed targets, stopping
+  std::set<pid_t> declined_;                 // servers --max-discovered left out (logged once each)
   std::chrono::steady_clock::time_point next_upkeep_{};
   std::map<std::string, std::pair<uint64_t, uint64_t>> program_cost_;  // name -> (runs, ns) exported
 };

@@ -29,13 +29,22 @@ Exporter::TargetId Exporter::add_target(const std::string& label, bool redis_pol
   metrics_.add_target(label);
   record({{"add_target", label}, {"watched", redis_polled}});
   // The INFO history kept for naming reasons reaches back only to the oldest fork not yet exported.
-  targets_.push_back(Target{label,
-                            correlate::Correlator(0, {.kernel_splits = kernel_splits_,
-                                                      .redis_polled = redis_polled,
-                                                      .repl_diskless_sync = {},
-                                                      .bounded_history = true}),
-                            {}});
-  return targets_.size() - 1;
+  const TargetId id = next_id_++;
+  targets_.emplace(id, Target{label,
+                              correlate::Correlator(0, {.kernel_splits = kernel_splits_,
+                                                        .redis_polled = redis_polled,
+                                                        .repl_diskless_sync = {},
+                                                        .bounded_history = true}),
+                              {}});
+  return id;
+}
+
+void Exporter::remove_target(TargetId id) {
+  const auto it = targets_.find(id);
+  if (it == targets_.end()) return;
+  record({{"remove_target", it->second.label}});
+  metrics_.remove_target(it->second.label);
+  targets_.erase(it);
 }
 
 void Exporter::follow(TargetId id, pid_t pid) {
@@ -109,7 +118,7 @@ void Exporter::on_housekeeping(const Housekeeping& h) {
     proc::Sample s;
     s.ts_ns = h.now_ns;
     s.thp_vmstat["thp_split_pmd"] = *h.thp_split_pmd;
-    for (auto& t : targets_) t.correlator.on_sample(s);
+    for (auto& [id, t] : targets_) t.correlator.on_sample(s);
   }
   if (h.dropped > last_dropped_) metrics_.add_dropped(h.dropped - last_dropped_);
   last_dropped_ = h.dropped;
@@ -142,7 +151,7 @@ void Exporter::export_replica_syncs(Target& t) {
 }
 
 void Exporter::export_settled(uint64_t now_ns) {
-  for (auto& t : targets_) {
+  for (auto& [id, t] : targets_) {
     for (const auto& e : t.correlator.take_settled(now_ns)) {
       record({{"settled", now_ns}, {"target", t.label}, {"child_pid", e.child_pid}});
       export_episode(t, e);
@@ -153,7 +162,7 @@ void Exporter::export_settled(uint64_t now_ns) {
 
 void Exporter::export_remaining() {
   record({{"end", true}});
-  for (auto& t : targets_) {
+  for (auto& [id, t] : targets_) {
     for (const auto& e : t.correlator.take_remaining(false)) export_episode(t, e);
     export_replica_syncs(t);
   }

@@ -48,6 +48,9 @@ class Exporter {
   void record_to(const std::string& record_path);
 
   TargetId add_target(const std::string& label, bool redis_polled);
+  // Forgets the target (its correlator, its episodes not yet exported) and removes its series; its
+  // id is never given again.
+  void remove_target(TargetId t);
   // The target is now process pid (0: none); its kernel counters start again from zero.
   void follow(TargetId t, pid_t pid);
   void on_event(TargetId t, const thptrace_event& e);
@@ -77,7 +80,8 @@ class Exporter {
   Metrics& metrics_;
   tracer::ProbeReport modes_;
   bool kernel_splits_;
-  std::vector<Target> targets_;
+  std::map<TargetId, Target> targets_;
+  TargetId next_id_ = 0;
   uint64_t last_dropped_ = 0;
   std::unique_ptr<std::ofstream> record_;
 };

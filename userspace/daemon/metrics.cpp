@@ -57,6 +57,19 @@ class ValidLabelRegistry : public prometheus::Registry {
   }
 };
 
+// Removes the series of family f whose target label is t. prometheus-cpp hands a series back only
+// through Add(): each is found by its labels in Collect() and re-added (a no-op returning it) to be
+// removed. args: what Add() needs to build a series of T, unused since the series exists.
+template <typename T, typename... Args>
+void remove_series_of(prometheus::Family<T>& f, const std::string& t, const Args&... args) {
+  for (const auto& mf : f.Collect())
+    for (const auto& m : mf.metric) {
+      prometheus::Labels labels;
+      for (const auto& l : m.label) labels[l.name] = l.value;
+      if (labels.count("target") && labels["target"] == t) f.Remove(&f.Add(labels, args...));
+    }
+}
+
 }  // namespace
 
 void RedisMirror::update(const std::string& target, const redis::Snapshot& s) {
@@ -326,6 +339,19 @@ void Metrics::add_target(const std::string& t) {
   redis_up_.Add({{"target", t}});
   untracked_forks_.Add({{"target", t}});
   untraced_.Add({{"target", t}});
+}
+
+void Metrics::remove_target(const std::string& t) {
+  const Histogram::BucketBoundaries none;
+  for (auto* f : {&forks_, &replica_syncs_, &sync_loop_repeats_, &cow_faults_, &child_cow_faults_, &thp_splits_,
+                  &thp_collapses_, &untracked_forks_})
+    remove_series_of(*f, t);
+  for (auto* f : {&fork_duration_, &child_lifetime_, &fork_cow_faults_, &fork_replicas_, &replica_sync_, &stall_})
+    remove_series_of(*f, t, none);
+  for (auto* f : {&in_progress_, &anon_huge_, &rss_, &cgroup_usage_, &cgroup_limit_, &thp_process_, &redis_up_,
+                  &cow_size_, &fork_ratio_, &keys_processed_, &latest_fork_, &untraced_})
+    remove_series_of(*f, t);
+  mirror_->forget(t);
 }
 
 void Metrics::set_probe_modes(const tracer::ProbeReport& m) {

@@ -45,6 +45,9 @@ class Metrics {
 
   // Creates every labelled series of a target at zero, so rate() and increase() see the first event.
   void add_target(const std::string& target);
+  // Removes every series labelled with target (a discovered server that exited), Redis's mirrored
+  // figures included; add_target() makes them again at zero.
+  void remove_target(const std::string& target);
   void set_probe_modes(const tracer::ProbeReport& modes);
   void set_thp_mode(const std::string& enabled, const std::string& defrag);
 

@@ -24,6 +24,8 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
       "Redis HOST:PORT or unix:/PATH to watch (repeatable)")("pid", po::value<std::vector<int>>()->composing(),
                                                              "process to watch without Redis (repeatable)")(
       "discover", po::value<bool>()->default_value(false)->implicit_value(true), "also watch every local redis-server")(
+      "max-discovered", po::value<uint32_t>()->default_value(256),
+      "--discover: servers watched at once (more are logged and not taken)")(
       "poll-interval-ms", po::value<int>()->default_value(100),
       "Redis INFO poll interval while a fork is in progress, ms")(
       "idle-poll-interval-ms", po::value<int>()->default_value(2000),
@@ -74,6 +76,9 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
   o.redis_settings = redis_connection_settings(vm);
   if (const auto wrong = redis::check_settings(o.redis_settings); !wrong.empty()) throw FatalError(kExitUsage, wrong);
   o.discover = vm["discover"].as<bool>();
+  o.max_discovered = vm["max-discovered"].as<uint32_t>();
+  if (o.max_discovered < 1 || o.max_discovered > 65536)
+    throw FatalError(kExitUsage, "--max-discovered: expected 1 to 65536.");
   o.poll_interval_ms = vm["poll-interval-ms"].as<int>();
   if (o.poll_interval_ms < 10 || o.poll_interval_ms > 60000)
     throw FatalError(kExitUsage, "--poll-interval-ms: expected 10 to 60000.");

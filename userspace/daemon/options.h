@@ -19,6 +19,7 @@ struct DaemonOptions {
   std::vector<int> pids;
   redis::ConnectionSettings redis_settings;  // user, password file, TLS (for TCP addresses)
   bool discover = false;
+  uint32_t max_discovered = 256;     // --discover: servers watched at once; more are logged, not taken
   int poll_interval_ms = 100;        // while a fork of the target is in progress
   int idle_poll_interval_ms = 2000;  // while none is (common/cadence.h)
   bool force_fallback = false;

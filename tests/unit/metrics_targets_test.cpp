@@ -1,0 +1,77 @@
+// The daemon's per-target series: a target removed (a discovered server that exited) leaves none
+// behind, of any family, and the other targets' stay as they were.
+#include <gtest/gtest.h>
+
+#include "correlate/episode.h"
+#include "daemon/exporter.h"
+#include "daemon/metrics.h"
+
+using thptrace::daemon::Exporter;
+using thptrace::daemon::Metrics;
+
+namespace {
+
+// A target with a series in every family that carries a target label.
+void fill(Metrics& m, const std::string& t) {
+  m.add_target(t);
+  thptrace::correlate::ForkEpisode e;
+  e.reason = thptrace::correlate::Reason::bgsave;
+  e.fork_duration_us = 500;
+  e.child_lifetime_ms = 20;
+  e.cow_faults = 7;
+  m.on_fork_started(t);
+  m.on_episode(t, e);
+  m.on_stall(t, true, 0.001);
+  m.set_memory(t, 4096, 0, true);
+  m.set_cgroup_memory(t, 8192, 16384);
+  thptrace::redis::Snapshot s;
+  s.up = true;
+  s.total_forks = 3;
+  thptrace::redis::LatencyHistogram h{};
+  s.latency = h;
+  m.set_redis(t, s);
+}
+
+}  // namespace
+
+TEST(MetricsTargets, RemovedTargetLeavesNoSeries) {
+  Metrics m;
+  fill(m, "127.0.0.1:7001");
+  fill(m, "127.0.0.1:7002");
+  const std::string before = m.exposition();
+  ASSERT_NE(before.find("target=\"127.0.0.1:7001\""), std::string::npos);
+  ASSERT_NE(before.find("thptrace_redis_forks_total{target=\"127.0.0.1:7001\"}"), std::string::npos);
+
+  m.remove_target("127.0.0.1:7001");
+  const std::string after = m.exposition();
+  EXPECT_EQ(after.find("target=\"127.0.0.1:7001\""), std::string::npos) << after;
+  // Every line of the other target is still there.
+  size_t kept = 0, was = 0;
+  for (size_t at = before.find("target=\"127.0.0.1:7002\""); at != std::string::npos;
+       at = before.find("target=\"127.0.0.1:7002\"", at + 1))
+    ++was;
+  for (size_t at = after.find("target=\"127.0.0.1:7002\""); at != std::string::npos;
+       at = after.find("target=\"127.0.0.1:7002\"", at + 1))
+    ++kept;
+  EXPECT_GT(was, 20u);
+  EXPECT_EQ(kept, was);
+
+  // Added again (the same address rediscovered), it starts from zero.
+  m.add_target("127.0.0.1:7001");
+  EXPECT_NE(m.exposition().find("thptrace_forks_total{reason=\"bgsave\",target=\"127.0.0.1:7001\"} 0"),
+            std::string::npos);
+}
+
+TEST(MetricsTargets, ExporterForgetsARemovedTarget) {
+  Metrics m;
+  thptrace::tracer::ProbeReport modes;
+  Exporter x(m, modes);
+  const auto a = x.add_target("a:1", true);
+  const auto b = x.add_target("b:1", true);
+  x.remove_target(a);
+  EXPECT_THROW(x.open_children(a), std::out_of_range);
+  EXPECT_TRUE(x.open_children(b).empty());
+  // Ids are not given again: a stale one cannot reach a new target.
+  EXPECT_NE(x.add_target("a:1", true), a);
+  EXPECT_NE(m.exposition().find("target=\"a:1\""), std::string::npos);
+}
