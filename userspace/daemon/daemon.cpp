@@ -18,9 +18,7 @@
 #include "common/signals.h"
 #include "daemon/discovery.h"
 #include "proc/proc.h"
-#include "proc/resolve.h"
 #include "proc/sampler.h"
-#include "redis/locate.h"
 
 namespace thptrace::daemon {
 namespace {
@@ -133,6 +131,7 @@ Daemon::Target& Daemon::add_target(const std::string& label, std::vector<redis::
   t->routes = routes;
   t->netns_pid = netns_pid;
   t->discovered = discovered;
+  t->first_locate_pending = !routes.empty() && !pid;
   t->id = exporter_->add_target(label, !routes.empty());
   if (pid) follow_pid(*t, pid);
   if (!routes.empty()) {
@@ -176,7 +175,13 @@ void Daemon::follow_pid(Target& t, pid_t pid) {
 
 void Daemon::lose_process(Target& t) {
   follow_pid(t, 0);
-  if (t.discovered) t.exited = true;
+  if (t.discovered) {
+    t.exited = true;
+  } else if (t.watcher) {
+    t.first_locate_pending = true;
+  }
+  t.lost_ns = proc::monotonic_ns();
+  t.locate_pacing.process_gone();
 }
 
 void Daemon::remove_exited() {
@@ -192,27 +197,45 @@ void Daemon::remove_exited() {
 }
 
 void Daemon::resolve(Target& t, int64_t process_id) {
-  // A poll answered just before a restart can arrive after the old process's exit: a failure is
-  // retried at once for another process_id, else after a second; it is logged when it repeats.
-  const auto now = std::chrono::steady_clock::now();
-  if (now < t.next_resolve && process_id == t.failed_process_id) return;
-  proc::Resolution found{.pid = 0, .how = {}, .error = "no TCP route to ask CLIENT INFO on"};
+  // A poll answered just before a restart can arrive after the old process's exit; a server may
+  // also change its process_id at every poll: either way one search at a time, a few seconds apart.
+  if (!t.locate_pacing.try_start(std::chrono::steady_clock::now())) return;
+  Locator::Request r{.target = t.id,
+                     .tcp = {},
+                     .connect = {.user = options_.redis_settings.user,
+                                 .password = credentials_.password,
+                                 .timeout = std::chrono::milliseconds(2000),
+                                 .netns_pid = t.netns_pid},
+                     .process_id = process_id};
   const auto tcp = std::find_if(t.routes.begin(), t.routes.end(), [](const auto& r) { return !r.address.is_unix(); });
-  if (tcp != t.routes.end())
-    found = redis::locate_server(tcp->address, redis::ConnectOptions{.user = options_.redis_settings.user,
-                                                                     .password = credentials_.password,
-                                                                     .timeout = std::chrono::milliseconds(2000),
-                                                                     .tls = tcp->tls,
-                                                                     .netns_pid = tcp->outside ? 0 : t.netns_pid});
-  if (!found.pid && process_id > 0) {
-    // A unix socket only, or the socket tables said nothing: process_id is the server's pid when it
-    // is a process of our own PID namespace (NSpid has that one entry).
-    const auto ns = proc::parse_nspid(proc::read_file("/proc/" + std::to_string(process_id) + "/status").value_or(""));
-    if (ns.size() == 1 && ns.front() == process_id)
-      found = {.pid = static_cast<pid_t>(process_id),
-               .how = "INFO's process_id, a process of our PID namespace",
-               .error = {}};
-  }
+  if (tcp != t.routes.end()) r.tcp = *tcp;
+  locator_.submit(std::move(r));
+}
+
+void Daemon::on_located(const Locator::Result& r) {
+  Target* tp = target_by_id(r.target);
+  if (!tp || tp->exited) return;
+  Target& t = *tp;
+  t.locate_pacing.finished();
+  follow_located(t, r);
+  // Found or not, the polls held for this search go out now, after the follow.
+  release_held(t);
+}
+
+void Daemon::release_held(Target& t) {
+  t.first_locate_pending = false;
+  for (const auto& s : t.held) exporter_->on_snapshot(t.id, s);
+  t.held.clear();
+}
+
+void Daemon::follow_located(Target& t, const Locator::Result& r) {
+  proc::Resolution found = r.found;
+  if (found.pid && t.discovered && t.pid && found.pid != t.pid)
+    found = {
+        .pid = 0,
+        .how = {},
+        .error = fmt::format("the server behind its routes is pid {}, not pid {} that discovery found; not followed",
+                             found.pid, t.pid)};
   if (!found.pid) {
     if (found.error == t.last_resolve_error && !t.resolve_error_logged) {
       log::warn("{}: {}", t.label, found.error);
@@ -220,13 +243,11 @@ void Daemon::resolve(Target& t, int64_t process_id) {
     }
     if (found.error != t.last_resolve_error) log::debug("{}: {}", t.label, found.error);
     t.last_resolve_error = found.error;
-    t.failed_process_id = process_id;
-    t.next_resolve = now + std::chrono::seconds(1);
     return;
   }
   t.last_resolve_error.clear();
   t.resolve_error_logged = false;
-  t.resolved_process_id = process_id;
+  t.resolved_process_id = r.process_id;
   log::debug("{}: host pid {}: {}", t.label, found.pid, found.how);
   follow_pid(t, found.pid);
 }
@@ -252,19 +273,33 @@ void Daemon::drain_snapshots() {
   for (auto& [id, s] : batch) {
     Target* t = target_by_id(id);
     if (!t || t->exited) continue;
-    exporter_->on_snapshot(t->id, s);
-    if (!s.up) continue;
-    // A server discovered in /proc is reached by its own listeners: the first INFO's process_id is
-    // that process's (in its own PID namespace).
-    if (t->discovered && t->pid && !t->resolved_process_id) {
-      t->resolved_process_id = s.process_id;
+    if (s.up) consider_locating(*t, s);
+    // Until the first search for its process has its result, the target's polls wait for it (a
+    // bounded few, then all go out in order): exported once its process is traced, so that a
+    // server a scrape shows up is traced already. Polls that failed, with none held, go out at once.
+    if (t->first_locate_pending && (s.up || !t->held.empty()) && t->held.size() < kMaxHeld) {
+      t->held.push_back(std::move(s));
       continue;
     }
-    // No process yet (never found, or exited), or a new process_id (a restart): find the server's
-    // host pid. INFO's process_id is its pid in its own namespace (1 in a container, where it does
-    // not change across a restart; the exit record clears pid then).
-    if (!t->pid || s.process_id != t->resolved_process_id) resolve(*t, s.process_id);
+    release_held(*t);
+    exporter_->on_snapshot(t->id, s);
   }
+}
+
+void Daemon::consider_locating(Target& t, const redis::Snapshot& s) {
+  // A server discovered in /proc is reached by its own listeners: the first INFO's process_id is
+  // that process's (in its own PID namespace).
+  if (t.discovered && t.pid && !t.resolved_process_id) {
+    t.resolved_process_id = s.process_id;
+    return;
+  }
+  // No process yet (never found, or exited), or a new process_id (a restart): find the server's
+  // host pid. INFO's process_id is its pid in its own namespace (1 in a container, where it does
+  // not change across a restart; the exit record clears pid then). A poll sent before the exit was
+  // seen was answered by the process that exited: searching for it would only fail, and hold the
+  // search for its successor a few seconds (LocatePacing).
+  if (!t.pid && s.sent_ns && s.sent_ns <= t.lost_ns) return;
+  if (!t.pid || s.process_id != t.resolved_process_id) resolve(t, s.process_id);
 }
 
 void Daemon::on_event(const thptrace_event& e) {
@@ -392,6 +427,7 @@ int Daemon::run() {
     remove_exited();
     if (g_reload.exchange(false)) reload_credentials();
     drain_snapshots();
+    for (const auto& r : locator_.take()) on_located(r);
     exporter_->export_settled(proc::monotonic_ns());
     const auto now = std::chrono::steady_clock::now();
     if (options_.discover && now >= next_discover) {

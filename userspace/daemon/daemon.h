@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "daemon/exporter.h"
+#include "daemon/locator.h"
 #include "daemon/metrics.h"
 #include "daemon/options.h"
 #include "proc/sampler.h"
@@ -45,6 +46,9 @@ class Daemon {
   // the memory cgroup's files) are made; RSS is read each second (statm). During a fork and its tail,
   // every poll and every round reads everything. docs/metrics.md says how fresh each series is.
   static constexpr std::chrono::milliseconds kIdleExtrasEvery{10'000};
+  // A target's server is searched for at most this often, whatever its process_id says.
+  static constexpr std::chrono::milliseconds kLocateEvery{5'000};
+  static constexpr size_t kMaxHeld = 64;
 
   struct Target {
     std::string label;
@@ -56,12 +60,16 @@ class Daemon {
     std::vector<redis::Route> routes;  // how its Redis is reached, in order (none: no Redis side)
     pid_t netns_pid = 0;               // see Watcher::Options
     // The process_id INFO gave when pid was found (from the kernel's socket tables, or /proc for a
-    // discovered server), and when to try again after a failed resolution.
+    // discovered server), and the pace of the searches for it (Locator, off the main loop).
     int64_t resolved_process_id = 0;
-    std::chrono::steady_clock::time_point next_resolve{};
-    int64_t failed_process_id = 0;
+    LocatePacing locate_pacing{kLocateEvery};
     std::string last_resolve_error;
     bool resolve_error_logged = false;
+    // No process yet (added by address, or its process exited): its polls are held until the first
+    // search for it has its result (at most kMaxHeld of them).
+    bool first_locate_pending = false;
+    std::vector<redis::Snapshot> held;
+    uint64_t lost_ns = 0;  // CLOCK_MONOTONIC when its last process was seen gone
     std::unique_ptr<redis::Watcher> watcher;
     std::string reported_error;  // the unreachable reason last logged, "" while reachable
     bool untraced = false;       // pid set, but the targets map had no room for it
@@ -86,9 +94,17 @@ class Daemon {
   // own, so a connect in flight does not hold the main loop), their series and correlator gone,
   // their kernel side already released by follow_pid(t, 0). Outside any loop over targets_.
   void remove_exited();
-  // Finds the host pid of the server behind t's TCP route (proc/resolve.h) and follows it; without
-  // one, INFO's process_id when that is a process of our PID namespace.
+  // Asks the Locator for the host pid of the server behind t (paced per target); on_located()
+  // follows it when it comes. A discovered target keeps the pid discovery saw: a different one
+  // found behind its routes is logged, not followed.
   void resolve(Target& t, int64_t process_id);
+  void on_located(const Locator::Result& r);
+  void follow_located(Target& t, const Locator::Result& r);
+  // Exports the polls held for t's first search, in order, and holds no more.
+  void release_held(Target& t);
+  // After a poll that answered: starts a search for t's process when it has none or INFO names
+  // another one.
+  void consider_locating(Target& t, const redis::Snapshot& s);
   void drain_snapshots();
   void housekeeping();
   void discover();
@@ -113,6 +129,7 @@ class Daemon {
   std::mutex inbox_mu_;
   // By target id: a snapshot of a target removed since is dropped.
   std::vector<std::pair<Exporter::TargetId, redis::Snapshot>> inbox_;
+  Locator locator_;
   std::vector<std::future<void>> retiring_;  // watchers of removed targets, stopping
   std::set<pid_t> declined_;                 // servers --max-discovered left out (logged once each)
   std::chrono::steady_clock::time_point next_upkeep_{};

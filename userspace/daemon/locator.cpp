@@ -1,0 +1,77 @@
+#include "daemon/locator.h"
+
+#include <string>
+#include <utility>
+
+#include "proc/proc.h"
+#include "redis/locate.h"
+
+namespace thptrace::daemon {
+
+bool LocatePacing::try_start(Clock::time_point now) {
+  if (in_flight_ || (last_start_ && now < *last_start_ + every_)) return false;
+  in_flight_ = true;
+  last_start_ = now;
+  return true;
+}
+
+Locator::~Locator() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+    queue_.clear();
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Locator::submit(Request r) {
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(std::move(r));
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  }
+  wake_.notify_all();
+}
+
+std::vector<Locator::Result> Locator::take() {
+  std::lock_guard lock(mu_);
+  return std::exchange(done_, {});
+}
+
+void Locator::run() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    Request r = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    Result out{.target = r.target, .process_id = r.process_id, .found = locate(r)};
+    lock.lock();
+    done_.push_back(std::move(out));
+  }
+}
+
+proc::Resolution locate(const Locator::Request& r) {
+  proc::Resolution found{.pid = 0, .how = {}, .error = "no TCP route to ask CLIENT INFO on"};
+  if (r.tcp) {
+    redis::ConnectOptions options = r.connect;
+    options.tls = r.tcp->tls;
+    if (r.tcp->outside) options.netns_pid = 0;
+    found = redis::locate_server(r.tcp->address, options);
+  }
+  if (!found.pid && r.process_id > 0) {
+    // A unix socket only, or the socket tables said nothing: process_id is the server's pid when it
+    // is a process of our own PID namespace (NSpid has that one entry).
+    const auto ns =
+        proc::parse_nspid(proc::read_file("/proc/" + std::to_string(r.process_id) + "/status").value_or(""));
+    if (ns.size() == 1 && ns.front() == r.process_id)
+      found = {.pid = static_cast<pid_t>(r.process_id),
+               .how = "INFO's process_id, a process of our PID namespace",
+               .error = {}};
+  }
+  return found;
+}
+
+}  // namespace thptrace::daemon
