@@ -276,8 +276,8 @@ void Daemon::drain_snapshots() {
     if (s.up) consider_locating(*t, s);
     // Until the first search for its process has its result, the target's polls wait for it (a
     // bounded few, then all go out in order): exported once its process is traced, so that a
-    // server a scrape shows up is traced already. Polls that failed, with none held, go out at once.
-    if (t->first_locate_pending && (s.up || !t->held.empty()) && t->held.size() < kMaxHeld) {
+    // server a scrape shows up is traced already. Polls while no search runs go out at once.
+    if (t->first_locate_pending && t->locate_pacing.in_flight() && t->held.size() < kMaxHeld) {
       t->held.push_back(std::move(s));
       continue;
     }
