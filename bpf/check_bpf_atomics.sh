@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # check_bpf_atomics.sh OBJECT...: fails when a BPF object holds an atomic instruction other than a
 # plain add (BPF_XADD). Linux before 5.12 rejects the whole object for one such instruction, even in
 # dead code, so only the programs that have a *_compat twin may use them; those objects are not

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # bpf_object(NAME SOURCES src.bpf.c... HEADERS hdr.h... [ATOMICS src.bpf.c...])
 #
 # Compiles each BPF source with clang for the BPF target, links the objects into one with

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the container images thptrace's tests and deployment use, without a registry: a root
 # filesystem assembled from Debian packages (apt-get download + dpkg-deb -x: the package that ships
 # each binary and the packages of every library it links), imported with `podman import`.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The README's main job: installs and builds thptrace, starts a local redis-server (127.0.0.1 only)
 # with a dataset and a write load, captures while a fresh replica does a full sync, prints the
 # report, and stops everything it started.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs every build, test and run-time dependency of thptrace from Debian 12 packages.
 # This script is the only place dependencies are named; .ci/run and the README call it.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Checks what a change touched in the C++ side (userspace/, tests/): formatting (.clang-format, on
 # the changed lines only, with git-clang-format), clang-tidy (.clang-tidy, on the changed lines only)
 # and the comment style (`//` everywhere: no `///`). Files nobody touched are left as they are.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The sanitizer run: builds thptrace, the unit tests and the runtime tests with
 # AddressSanitizer and UndefinedBehaviorSanitizer (THPTRACE_SANITIZE=ON, its own build directory),
 # then runs the unit tests and, as root with BPF required, the runtime tests, which spawn the

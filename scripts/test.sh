@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The README's test command: installs the dependencies, builds, and runs every test (unit tests,
 # runtime tests that load the real BPF programs and start real redis-server processes, and the
 # deployment checks) after the lint of the changed lines. Needs root for the runtime tests; with

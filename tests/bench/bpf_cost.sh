@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Benchmark (not a test): what thptrace costs under a copy-on-write fault storm. Part 1 runs
 # twice: on 4 KiB memory and on a MADV_HUGEPAGE region (where the huge-page allocation counter is on).
 #  1. Per-event cost of each of thptrace's BPF programs from the kernel's own accounting

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Redis SET throughput and probe p99.9 with `thptrace daemon` attached against not, in interleaved
 # runs (goal: ratio ≥ 0.98). Each run: one closed-loop probe plus 4 writers pipelining 80
 # SETs for RUN_SECONDS against a redis-server of 200k keys × 400 B on loopback, with a BGSAVE in

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Benchmark (not a test): what the first-choice COW fault path (fentry/fexit on do_wp_page) costs per
 # fault, against an EMPTY fentry/fexit pair on the same function, in the same run. Meant for a kernel
 # that takes fentry: the kernel-matrix guests (TCG, where absolute times mean nothing and only ratios

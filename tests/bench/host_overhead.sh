@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Benchmark (not a test): what processes thptrace does NOT watch pay while it runs. thptrace's
 # programs hook every page fault of the machine (fault tracepoints on the fallback path) and, where
 # the fork of a target cannot be timed by the libc fork() uprobe, every system call (sys_enter /

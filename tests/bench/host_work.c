@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+// SPDX-License-Identifier: Apache-2.0
 /* The work of a process thptrace does not watch, for tests/bench/host_overhead.sh: prints the
  * nanoseconds one operation took, best of the rounds asked for.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Benchmark (not a test): thptrace loadgen against redis-benchmark on the same throw-away
 # redis-server, at the same number of connections and pipeline depth.
 #   1. throughput: CONNECTIONS writers pipelining PIPELINE SETs of VALUE_SIZE bytes over KEYS

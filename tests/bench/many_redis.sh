@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Benchmark (not a test): `thptrace daemon --discover` watching N local redis-servers (default 50).
 # For each daemon configuration, in the same run against the same servers:
 #   - idle daemon CPU (utime+stime of all its threads over IDLE_SECONDS, % of one core), its RSS,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Benchmark (not a test): coordinated omission made visible. One probe connection runs through
 # a forced 500 ms server stall (DEBUG SLEEP from another connection, mid-run), first closed-loop,
 # then open-loop at RATE req/s. The closed loop records the stall as a single slow sample, so its

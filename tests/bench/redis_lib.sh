@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared by the benchmark scripts (sourced, not run): a throw-away redis-server on loopback that
 # is always stopped on exit, and the loadgen command line for whichever binary was given.
 

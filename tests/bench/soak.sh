@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Soak (not run in CI): `thptrace daemon` watches a redis-server under a write load that forks every
 # 5 s (BGSAVE) for SOAK_SECONDS (default 1800). It samples the daemon's RSS, open fds and CPU time,
 # times one scrape, and reads the daemon's own long-run health from /metrics (episodes left in the

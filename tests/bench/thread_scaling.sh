@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Benchmark (not a test): does the COW fault path cost more when the target's writes come from many
 # threads at once? For 1, 2 and $(nproc) writer threads (threads = cores, so it scales with the
 # machine), a workload dirties PAGES pages after fork (dirty_after_fork threads=T; every write a COW

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Every alert of the rules is one a pager can live with: a `for:`, a severity (critical, warning or
 info), a summary naming the host (and the Redis, where its series has one), a description, and a
 runbook_url to a section of docs/runbooks.md; and the promtool tests have a case where it fires and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The privileged binary holds only what it needs: thptrace (capture, probe, daemon; CAP_BPF on every
 # host) defines no symbol of the load generator or the experiments, and thptrace-bench, which must,
 # does (so that a check that finds nothing has looked in the right place).

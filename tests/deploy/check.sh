@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Static checks of the deployment assets: Prometheus rules and their unit tests, the scrape config,
 # the systemd unit (verify + sandbox exposure), the Grafana dashboard and the Kubernetes manifests.
 # Prints one line per check and ends with `N passed, M failed`; exits 1 when any check failed.

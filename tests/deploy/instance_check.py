@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Fails on any PromQL aggregation or join, in the Prometheus rules or the Grafana dashboard, that
 drops the scrape's `job` or `instance`: one daemon runs per host, every host may watch the same
 `target` (127.0.0.1:6379), and a series without its instance merges with every other host's.

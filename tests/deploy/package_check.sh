@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `cmake --install` installs the binary, the systemd unit and the config; `cpack` builds a .deb that
 # carries them, marks the config as a conffile and depends on Debian's library packages. Neither ships
 # thptrace-bench, which `cmake --install --component bench` installs beside thptrace and the bench

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """A real Prometheus scrapes a real `thptrace daemon` watching a real redis-server through BGSAVE, a
 full sync and an AOF rewrite; then every PromQL expression of the Grafana dashboard (panels and
 annotations, variables substituted) and every recording rule must return at least one series through

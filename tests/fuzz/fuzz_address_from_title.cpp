@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // daemon::address_from_title: a redis-server's /proc/PID/cmdline, which the process writes itself
 // (any process may call itself redis-server), read by --discover for a server's address and label.
 #include <cstddef>

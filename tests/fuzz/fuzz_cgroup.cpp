@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // /proc/PID/cgroup, /proc/self/mountinfo, cgroup limit and event files and /proc/meminfo: the first
 // two name paths a container's runtime chose. The input is read as each of them in turn.
 #include <cstddef>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Shared by the fuzz targets: an invariant check that stays on in every build type (assert() would
 // vanish under NDEBUG) and aborts, which libFuzzer reports as a crash with the input that broke it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CLIENT INFO and INFO server replies from a server we do not control, as locate_server reads them
 // (redis/locate.h): the bytes before the first NUL are the CLIENT INFO line, the rest INFO's text.
 #include <cstddef>

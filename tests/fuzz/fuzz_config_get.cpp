@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CONFIG GET replies: fuzz bytes are read as RESP by hiredis, every reply tree goes to parse_config_get.
 #include <cstddef>
 #include <cstdint>

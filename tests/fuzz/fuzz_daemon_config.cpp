@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The daemon's config file (INI, Boost.Program_options): parse_daemon_options with --config.
 #include <unistd.h>
 

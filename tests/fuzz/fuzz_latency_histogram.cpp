@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LATENCY HISTOGRAM replies: fuzz bytes are read as RESP by hiredis, every reply tree goes to
 // parse_latency_histogram, and whatever it accepts must be a usable histogram.
 #include <bit>

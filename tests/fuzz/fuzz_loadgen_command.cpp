@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `thptrace loadgen` command line: the fuzz input split into argv on NUL bytes. A UsageError is
 // the expected answer to bad input; any other exception escaping the parser is a crash.
 #include <cmath>

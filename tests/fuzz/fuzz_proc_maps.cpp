@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // /proc/PID/maps as the symbolizer and the tracer read it (proc::parse_maps): the paths in it are
 // names the traced process chose, any byte but '\n'.
 #include <cstddef>

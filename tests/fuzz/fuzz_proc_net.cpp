@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // /proc/PID/net/{tcp,tcp6,unix,fib_trie} as --discover reads them: proc::parse_tcp_listeners,
 // proc::parse_unix_listeners and proc::parse_local_ipv4. The first byte picks the table.
 #include <cstddef>

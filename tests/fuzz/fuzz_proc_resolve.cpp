@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The /proc text the server resolver reads (proc/resolve.h): /proc/PID/net/tcp{,6} of every network
 // namespace, /proc/PID/fd link targets, /proc/PID/stat (comm is the process's choice), /proc/uptime,
 // /proc/PID/net/fib_trie, NSpid of /proc/PID/status, and CLIENT INFO's laddr/addr from the server.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // /proc/PID/status text (the target's Name is chosen by the target: prctl(PR_SET_NAME)).
 #include <cstddef>
 #include <cstdint>

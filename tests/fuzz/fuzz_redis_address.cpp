@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The --redis value of the command line and the config file: redis::parse_address, in all its forms
 // (HOST:PORT, [V6]:PORT, unix:/PATH).
 #include <cstddef>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // INFO text from a Redis we do not control: parse_info, then everything built on its map
 // (parse_replicas, capped and escaped; info_int, snapshot_from_info); the same bytes as a CONFIG GET
 // client-output-buffer-limit value and as a CLIENT LIST reply.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The capture's JSON and text reports (report::json_text, report::to_text) of a report whose names
 // are arbitrary bytes: neither throws, the JSON is valid UTF-8 that parses back with each name as
 // text::valid_utf8 made it, and every text line is printable.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // /proc/PID/smaps_rollup text, and the VmFlags scan of /proc/PID/smaps (the same line format).
 #include <cstddef>
 #include <cstdint>

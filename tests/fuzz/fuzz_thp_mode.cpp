@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The THP sysfs mode files (/sys/kernel/mm/transparent_hugepage/{enabled,defrag}): parse_bracketed_mode.
 #include <cstddef>
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The capture's timeline (report::timeline_document, SVG and HTML) of a report whose names are
 // arbitrary bytes: valid UTF-8, no control byte, and no markup but the writer's own: every '<'
 // opens one of the elements the timeline draws, every '&' starts an entity, and attribute values

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Turns fuzz bytes into hiredis reply trees the way a connection does: through hiredis's own RESP
 // reader, so the parsers under test only ever see trees hiredis can actually produce.

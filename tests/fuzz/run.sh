@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the libFuzzer targets (this folder's CMake project, with clang) and runs each one for a
 # bounded time over a copy of its committed corpus, so new inputs never land in the repository.
 # Every committed input (crash-* regressions included) is replayed first; dict/<target>.dict, when

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Shared by the report writers' fuzz targets: a capture report whose every name and free-text field
 // (process name, kernel release, Redis address, version and errors, replica addresses and states,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A hostile Redis for tests: speaks RESP on 127.0.0.1 and answers what a test needs.
 
 Its first stdout line is "port N". It counts connections and commands (and records every AUTH

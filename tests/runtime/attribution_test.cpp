@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Attribution of copies (--sample-copies): a workload with two known writers after fork, one writing
 // 3/4 of the dirtied pages and the other 1/4, must have its sampled copies attributed 75% / 25%
 // (± 5 points) to the right function names, in the default attach modes and the fallback ones.

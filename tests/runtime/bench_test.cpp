@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `thptrace-bench bench` (also run as `thptrace bench`) end to end: a short run of every scenario on
 // real redis-server processes with the real capture watching, its results folder, and the host's THP
 // mode put back afterwards — also when the run is ended by a signal in the middle of the THP A/B.

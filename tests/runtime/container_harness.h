@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Real containers for the runtime tests: podman with runc and the cgroupfs manager (crun refuses this
 // host's hybrid cgroup layout), images built without a registry by scripts/container-image.sh.

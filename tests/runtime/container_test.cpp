@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Redis in real podman containers (runc, cgroupfs, images assembled from Debian packages by
 // scripts/container-image.sh): with host networking, and two containers in their own network
 // namespaces both listening on 6379, published on different 127.0.0.1 ports. The daemon and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A workload whose copies have known authors: maps PAGES pages, populates them, prints "ready PID",
  * waits for "go" on stdin, forks a child that lives until the parent is done, and while it lives
  * write_most() writes one byte to each of the first three quarters of the pages and write_rest() to

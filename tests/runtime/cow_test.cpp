@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Known-answer COW tests: a workload dirties exactly N pages in the parent while its fork child
 // sleeps; the capture must report N faults (within 2%), one fork, and the child's lifetime.
 #include <signal.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `thptrace daemon` against real redis-server processes: the real HTTP endpoint is scraped while
 // BGSAVE, a full sync and a Redis restart happen, and counters must move by the right amounts.
 #include <signal.h>

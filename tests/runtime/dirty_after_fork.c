@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A workload whose answer is known: maps N pages, populates them, waits for "go" on stdin, forks a
  * child that sleeps CHILD_MS (and longer, until the parent's writes are done) and exits without writing, and while the child lives writes one byte
  * to each of the N pages in the parent: exactly N copy-on-write faults on present pages (plus the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `thptrace daemon --discover` as servers come and go: a discovered redis-server that exits is let go
 // (its series, its watcher, its kernel side), and the number of discovered servers is capped. Other
 // tests on the host may run their own redis-server at the same time: only this test's servers'

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The daemon's real HTTP endpoint against clients that do not behave: idle and slow connections
 // must not stall a scrape, and the web configuration file's basic auth users are obeyed.
 #include <arpa/inet.h>

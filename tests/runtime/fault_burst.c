@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A known burst of write faults on present pages, as fast as the machine takes them: maps N pages,
  * populates them, forks a child that exits at once (so every page table entry of the region is left
  * write-protected), and after "go" on stdin writes one byte to each page from T threads. Each write is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Forks N children as fast as it can, each exiting at once, after "go" on stdin: a burst of ring-
  * buffer records (fork, clone return, child exit) far beyond what a tiny ring buffer holds.
  * usage: fork_burst N. Prints "ready PID" first and "done" after reaping every child. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Shared pieces of the runtime tests: child processes with pipes, real redis-server instances on
 // loopback, the BPF precondition (fail, not skip, under THPTRACE_REQUIRE_BPF=1), and the checks that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // tests/hostile/hostile_redis.py as a test's fixture: a fake Redis on 127.0.0.1 that answers as its
 // modes say (--noperm-info, --huge-info BYTES, --replicas N, --silent, --invalid-utf8,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A traced process whose name holds a byte that is not UTF-8, a control character and markup: the
 // capture still writes every file it was asked for, the JSON valid against the schema, the timeline
 // well-formed XML (as an SVG document and inside the HTML page). And a file that cannot be written

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The real daemon and capture against hostile Redis servers (tests/hostile/hostile_redis.py): one
 // that refuses INFO, one that never answers, replies far over their bounds, and bytes that are not
 // text. Every failure must back off (the fake counts how often it was asked), be counted on

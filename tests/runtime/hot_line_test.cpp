@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fault programs' fast path (one hot line per watched tgid) and its slow path (the hash maps)
 // must count the same: a target whose line another target owns still gets every COW fault, and the
 // owner gets none of its faults. Driven through the Tracer directly, in the default and the forced

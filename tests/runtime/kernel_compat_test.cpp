@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Tracer's answer to a kernel that refuses one family's real programs: that family moves down its
 // chain with one warning sentence, the others keep their modes, and the tracer runs. Driven by a real
 // refusal: the stand-in probes' answer is overruled to claim fentry for the COW family on a kernel

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `thptrace daemon --redis ADDR` against a server that gives another process_id at every INFO and
 // takes 1.5 s to answer CLIENT INFO: the daemon's search for its process runs off the main loop and
 // a few seconds apart, so the main loop keeps taking every poll (and ring-buffer record) as it comes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A long-run stress of `thptrace daemon`, bounded to about two minutes for CI: more targets than
 // the in-kernel targets map holds, Redis instances that restart, forks all along, a one-page ring
 // buffer that loses records and a fork burst that fills a small episodes map. At the end the

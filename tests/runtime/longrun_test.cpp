@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a daemon that runs for months needs from the kernel side, driven through the Tracer with the
 // real programs: lost exit records do not pin episodes, an unwatched parent leaves no slow-path
 // reference behind, a child whose threads exit together is closed once, a full targets map is a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The report's memory section against a real memory cgroup: a Redis charged to a cgroup whose limit
 // sits 15% above its usage, a BGSAVE under writes, and the capture's figures checked against the
 // cgroup's own files (cgroup v1's memory controller here; v2 where the host has it there).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A process whose name is not text: prctl(PR_SET_NAME) gives it a byte that is not UTF-8 (0xFF), a
  * control character and markup (< & " '), as any process may name itself. Prints "ready PID", then
  * for each line on stdin forks a child that lives 200 ms, and exits at the end of its input.

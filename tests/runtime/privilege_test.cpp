@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // thptrace with only the capabilities the systemd unit grants (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE,
 // CAP_DAC_READ_SEARCH), against a Redis running as another user; and what every thread of a running
 // daemon and capture holds, read from /proc/PID/task/*/status.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Captures of a real redis-server under write load: BGSAVE, a full sync over disk to a fresh
 // replica, a diskless full sync to another fresh replica, and BGREWRITEAOF, in one capture.
 #include <signal.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Faults: a frozen Redis, a Redis killed mid-capture, Redis with requirepass and with an ACL user
 // (password from a file), a ring buffer too small for a fork burst, SIGTERM under load.
 #include <signal.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An address is mapped to its server's host process by the kernel's socket tables (proc/resolve.h),
 // checked here on a plain host: the capture finds the pid from --redis alone, and refuses a --pid that
 // is not that server. The container cases are in container_test.cpp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A scale-out captured with real replicas on loopback: three replicas attached at once to a loaded
 // primary (over disk and diskless), and a replica whose output buffer limit is too small for the
 // writes during its sync (the full-sync loop), then the same with the limit raised; and three

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Forks N children, one after the other; each runs THREADS threads that end together (every thread,
  * the main one included, calls the exit system call at the same moment, so the thread group dies
  * with several threads in do_exit at once). After "go" on stdin; prints "ready PID" first and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The capture's timeline (--svg) of a workload whose answer is known (N pages dirtied while its
 // fork child lives): the fault buckets hold the report's own counts, inside the fork window, and the
 // window is drawn where the fork was, checked on the pixels headless Chromium renders.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Redis reached the way security-minded deployments configure it: TLS-only (`port 0`, `tls-port`),
 // with and without client certificates, and a unix socket only. A CA and certificates are made here
 // with the OpenSSL API. Each server gives the capture's four fork reasons from uprobes and a Redis

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Validates capture reports against docs/report.schema.json (python3-jsonschema).
 
 usage: check_reports.py SCHEMA REPORT.json...   (a directory argument: every *.report.json in it)

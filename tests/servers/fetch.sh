@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Fetches the Redis-family servers the runtime tests run besides Debian's own redis-server, into a
 # cache shared by every checkout (built once, reused):
 #   valkey-8.0.1/   valkey-server and valkey-cli 8.0.1 from bookworm-backports, extracted from their

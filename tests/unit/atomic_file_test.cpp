@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Report files written all or nothing (common/atomic_file.h): the content lands whole, a symlink at
 // the target is replaced rather than followed, and a failed write leaves neither a temporary file
 // nor a changed target.

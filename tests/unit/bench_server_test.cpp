@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `thptrace bench --server`: which build INFO server names, and whether scale_out_channel can run on
 // it (its rdb channel), from the INFO and CONFIG GET answers of the three builds this project uses;
 // and how --scenarios marks the scenarios it names, so a named one it cannot run is a usage error.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pollers' cadence (common/cadence.h): slow while no fork is in progress, a poll at once on
 // each kernel report, fast while a fork lasts and for a short tail after it.
 #include <gtest/gtest.h>

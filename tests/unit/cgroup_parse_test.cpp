@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The memory cgroup of a process on cgroup v1 (hybrid hosts) and v2, from recorded /proc text.
 #include <gtest/gtest.h>
 

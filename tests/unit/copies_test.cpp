@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Attribution of copies: the grouping of sampled copies by code path, function and mapping, the
 // estimates, the judgement that stacks stop short, /proc/PID/maps labels, and the report's section.
 #include <gtest/gtest.h>

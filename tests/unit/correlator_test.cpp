@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The correlator fed with recorded event sequences: one fork, two overlapping forks, a child that
 // outlives the capture, a target that exits.
 #include <gtest/gtest.h>

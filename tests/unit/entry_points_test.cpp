@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which Redis/Valkey fork entry points a binary gives, decided from its function symbols, and which
 // reasons the uprobes can then label; the rest are left to INFO polling.
 #include <gtest/gtest.h>

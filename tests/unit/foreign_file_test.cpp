@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // proc/foreign_file.h against a fake container root made in a temporary directory, and against this
 // process's own /proc/PID/root and map_files.
 #include "proc/foreign_file.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Recorded runs replayed: a capture's inputs give the same report (text and JSON) and a daemon's
 // inputs the same metrics as the code that recorded them (tests/unit/data/record.sh), byte for byte.
 // An intended change of output re-records them and names the change in its commit.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `thptrace loadgen` flag parsing and exit codes, without a Redis server.
 
 #include <arpa/inet.h>

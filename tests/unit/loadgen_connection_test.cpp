@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Connection timeouts against a "frozen Redis": a socket that accepts TCP but never answers.
 
 #include <arpa/inet.h>

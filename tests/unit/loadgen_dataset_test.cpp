@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The deterministic dataset and the RESP formatting the writers pipeline, without a server.
 
 #include <gtest/gtest.h>

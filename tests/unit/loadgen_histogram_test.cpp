@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The log-linear histogram against exact order statistics of generated data.
 
 #include <gtest/gtest.h>

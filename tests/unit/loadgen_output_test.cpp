@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The result files' shape, from a result built by hand.
 
 #include <gtest/gtest.h>

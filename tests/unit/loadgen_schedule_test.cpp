@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The open-loop schedule with injected times: intended send times, and what coordinated-omission
 // correction does to the percentiles when the "server" stalls.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The daemon's pace of searches for a server's process (daemon/locator.h): one at a time, a few
 // seconds apart, however often the server's process_id changes.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The memory section of a report, from recorded-style inputs: the cgroup's limit and the highest
 // usage sampled, the copies the forks made, and the finding when usage came within 20% of the limit.
 #include <gtest/gtest.h>

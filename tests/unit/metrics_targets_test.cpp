@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The daemon's per-target series: a target removed (a discovered server that exited) leaves none
 // behind, of any family, and the other targets' stay as they were.
 #include <gtest/gtest.h>

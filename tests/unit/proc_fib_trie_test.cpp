@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The local addresses of a network namespace from its fib_trie (proc/resolve.h): each once, in
 // order, only in canonical dotted form.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The parsers behind mapping a Redis address to its host process (proc/resolve.h, redis/locate.h),
 // fed text recorded from a podman container on this machine type (kernel 6.18, netavark bridge).
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The backoff every Redis failure takes (redis/backoff.h), on a clock the test drives.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Address forms, the flags that say how to reach Redis, the listeners read from /proc/PID/net and
 // the order --discover tries them in. No server, no privilege.
 #include <gtest/gtest.h>

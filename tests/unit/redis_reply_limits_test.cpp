@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Replies a hostile or broken Redis could send to make hiredis 0.14 allocate gigabytes: the bounds
 // of redis/reply_limits.h on a bare reader, then the client and the watcher against an impostor
 // server on loopback.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The replicas' syncs read from INFO replication polls, and the fork each one got: three replicas
 // on one disk fork, a replica that waits for the next fork, a replica dropped and synced again,
 // the parsers of the replica lines, CONFIG GET client-output-buffer-limit and CLIENT LIST.

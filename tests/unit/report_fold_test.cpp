@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A capture of a full-sync loop makes hundreds of forks: the text report and its findings must stay a
 // summary (the worst and the most recent forks, one latency sentence), while the JSON keeps every fork.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The JSON report keeps the shape of the contract in design.md §4.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every writer is total: a report whose names hold bytes that are not UTF-8, control characters and
 // markup still gives JSON that parses, a text report of printable lines and a timeline with no
 // markup but its own; a daemon target so named still gives a scrape that is valid UTF-8.

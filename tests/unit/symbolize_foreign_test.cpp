@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The symbolizer reads the file a process maps, not what its path has become: here a copy of this
 // test binary, mapped, whose path then leads to a FIFO (a tmpfs mounted over its directory, in a
 // mount namespace of a child's own): an open for reading of it would never return.

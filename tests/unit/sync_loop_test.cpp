@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The full-sync loop in a report, from assembled inputs: a replica dropped three times and synced
 // four, its forks wasted, the first finding naming the loop, the limit and one that would hold; the
 // same replica synced once is no loop; the JSON round trip keeps the section and each fork's replicas.

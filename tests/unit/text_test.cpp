@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Text made safe for its sink (common/text.h): ill-formed UTF-8 replaced as Unicode recommends,
 // control characters made visible, XML's special characters escaped, valid text left alone.
 #include "common/text.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The --svg timeline drawn from hand-made inputs whose answer is known: where the fork window lies,
 // how many faults each bucket holds, and a double-counted read that must not make a bucket negative.
 #include "report/timeline.h"

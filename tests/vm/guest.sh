@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs one command as root inside a qemu guest booted on one of Debian's stock kernels (5.10 from
 # Debian 11, 6.1 from Debian 12, 6.12 from bookworm-backports), with this machine's root filesystem
 # shared read-only over virtio-9p. It exists because the host kernel cannot load fentry/fexit and has no

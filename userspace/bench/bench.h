@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // `thptrace bench`: the fork/COW/THP experiments, reproducible in one command. Each
 // scenario starts its own redis-server processes on 127.0.0.1, loads a deterministic dataset,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `thptrace bench`: flags, the run loop over scenarios, the results folder and the exit code.
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The host state a bench run may change (the system THP mode) and the signals that must not leave
 // it changed. The mode is restored by ThpMode's destructor (normal end, error), by the signal

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // thptrace-bench: the load generator and the experiments, a binary apart from thptrace so that the
 // one that runs with CAP_BPF on every host carries neither. `thptrace loadgen|bench ...` run this
 // with the same arguments; the experiments run the thptrace installed beside it for each capture.

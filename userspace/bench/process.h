@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The processes a bench run starts: redis-server instances on 127.0.0.1 and the thptrace capture.
 // Each is owned by an object whose destructor stops it, so an error or an interruption leaves

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The results folder of a bench run: CSVs, run metadata, summary.md and the timeline plot.
 

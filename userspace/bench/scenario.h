@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // One scenario's run and what it measured: the load generator's phases, the capture's fork
 // episodes placed on the same clock, memory and THP facts, and the mechanical faults found.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The server binary `thptrace bench --server` starts for every primary and replica: which build it
 // is, and whether it has an rdb channel (the fork child sends the RDB over a connection of the

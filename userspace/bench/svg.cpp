@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // latency_timeline.svg, written by hand (no plotting dependency): one panel per scenario, probe
 // p99 and max per 100 ms interval on a log scale, the during phase tinted, each fork window
 // (fork to child exit, from the capture) shaded, each replica's link up marked.

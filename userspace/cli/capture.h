@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // `thptrace --pid PID`: one capture, one report.
 

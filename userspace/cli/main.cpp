@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // thptrace: see README.md. Dispatches the subcommands; every fatal error ends here as one sentence
 // and the exit code of the CLI contract (0 ok, 1 runtime, 2 usage).
 #include <fmt/core.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `thptrace probe [--json] [--force-fallback] [--redis-binary PATH ...]`: the attach mode each probe
 // family gets on this kernel, and why; which fork entry points each Redis/Valkey binary gives.
 #include <fmt/core.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The capture's Redis connection, made ready before anything is attached: the address parsed, the
 // password and TLS files read once, and one connection tried, so a certificate that can never be

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // One capture's live parts: the tracer attached to the target, the /proc sampler and the Redis
 // watcher. run() polls the kernel's events to the end and hands back what the report is computed

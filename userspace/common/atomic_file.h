@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Every file thptrace writes for the operator (the JSON report, the timeline, recorded inputs): all
 // or nothing, and never through a name someone else could have prepared.

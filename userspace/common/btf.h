@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Whether the running kernel exposes its BTF, which CO-RE relocates every program against: the one
 // check behind the capture's, the daemon's and the tracer's start-up failure.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // When a poller of a forking process takes its next round: the Redis watcher's polls (INFO, LATENCY
 // HISTOGRAM) and the /proc sampler's samples, in the daemon and in a capture. Most of the time no

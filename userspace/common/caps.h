@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Dropping capabilities once they are no longer needed. A one-shot capture needs CAP_BPF and
 // CAP_PERFMON only to load and attach; afterwards it reads maps and the ring buffer through fds it

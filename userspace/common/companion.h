@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // thptrace and thptrace-bench are two binaries installed side by side: the privileged one carries
 // no load generator, and each runs the other for the commands it does not hold.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Minimal logging to stderr: warnings always, debug lines only with --verbose. Each line is made
 // printable (common/text.h): the values in it come from processes and servers we do not control.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Boost.Program_options writes the text of an error by substituting the offending token into
 // "%name%" placeholders, and never finishes when the token holds such a placeholder itself

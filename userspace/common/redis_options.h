@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The flags (and config-file keys) that say how to reach Redis besides its address, the same in the
 // capture and the daemon: --redis-user, --redis-password-file, --redis-tls and its files.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // SIGINT/SIGTERM end every long-running command (capture, daemon, bench) the same way: a flag polled
 // by their loops, set by a handler installed once in the command's main.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What every hand-written SVG of thptrace needs (the bench's latency timeline, the capture's
 // --svg): text escaped for XML, and round numbers for axes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Text from outside (process names, paths inside containers, symbols, Redis replies) made safe for
 // the sink it is written to. Each function is total and leaves text that needs nothing unchanged,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Where a fork's copies came from: the sampled copy-on-write faults of the parent while the child
 // lived (1 in N, with their mapping and symbolized call stack) grouped by code path, by function and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The one streaming correlator of a watched process, fed by the capture and the daemon alike: it
 // turns the kernel's events into ForkEpisodes and gives each the facts the kernel cannot know — the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The central record: one fork of a watched process, from the clone call to the child's exit.
 

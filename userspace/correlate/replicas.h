@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The replicas' full syncs as the primary's INFO replication shows them, poll after poll: each
 // replica's sync from its first appearance (its request) through each state it was seen in

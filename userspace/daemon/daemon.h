@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // `thptrace daemon`: the always-on exporter. Watches the Redis instances it is given (and, with
 // --discover, every local redis-server), follows their pids across restarts, keeps the kernel side

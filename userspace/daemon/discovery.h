@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // --discover: how to reach a redis-server found in /proc, learnt from the process itself (its
 // listening sockets, in its own network namespace), not from a config file the daemon may not see.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "daemon/exporter.h"
 
 #include "report/inputs.h"

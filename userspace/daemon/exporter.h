@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the daemon makes of its targets' kernel events, Redis polls and /proc readings: one streaming
 // correlate::Correlator per target (the capture's, so a fork is the same fork in both) and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Finding the host process of a watched server (redis::locate_server: a connect, CLIENT INFO, INFO
 // server and /proc scans, seconds when the server is slow) off the daemon's main loop, which must

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The daemon's Prometheus metrics (design.md §4), served by prometheus-cpp's pull exposer. Labels are
 // bounded: target (a Redis address or a process title), reason, kind, family, mode — never a pid.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `thptrace daemon` flags and config file (Boost.Program_options; a flag wins over the file).
 #include <boost/program_options.hpp>
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // `thptrace daemon`'s flags and config file, parsed apart from the daemon so the parser can be fuzzed
 // (tests/fuzz/fuzz_daemon_config.cpp) without the tracer.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The daemon's long-run upkeep of the kernel side: what keeps it truthful after months of forks,
 // restarts and lost ring-buffer records. Apart from daemon.cpp so that the event and Redis logic
 // there stays readable.

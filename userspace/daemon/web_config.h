@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The web configuration file Prometheus exporters share (the exporter toolkit's web-config.yml, read
 // by node_exporter and others with --web.config.file). thptrace serves its basic_auth_users: the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The probe: one connection, one request in flight, every round trip timed.
 
 #include <sys/prctl.h>

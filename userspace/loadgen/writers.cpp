@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The bulk writers: closed-loop connections that keep Redis busy with pipelined batches.
 
 #include "loadgen/workers.h"

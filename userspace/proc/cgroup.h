@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The memory cgroup a process is charged to, and what it allows: the limit copy-on-write after a fork
 // can run a Redis into. Both hierarchies are read: cgroup v1's memory controller (hosts with hybrid

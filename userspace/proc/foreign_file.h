@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Opens a file of another process's filesystem (a container's binaries and libraries) as that
 // process sees it, and nothing else: never a host file an absolute symlink or a /proc magic link in

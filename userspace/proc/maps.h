@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // /proc/PID/maps: the mappings of a process, read by the symbolizer (which file an address is in)
 // and the tracer (which libc to put a uprobe in). The text is the kernel's, but the paths in it are

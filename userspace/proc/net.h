@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The listening sockets of one process, from /proc/PID/net/{tcp,tcp6,unix} (the tables of that
 // process's network namespace) joined with the socket inodes of its /proc/PID/fd: how the daemon's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Readers and parsers for the /proc and /sys files thptrace samples. Parsers take the file's text so
 // they can be unit-tested and fuzzed without a running system; readers wrap them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "proc/resolve.h"
 
 #include <arpa/inet.h>

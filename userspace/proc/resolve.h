@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Which host process is the server behind an address? Answered from what the kernel says, never from
 // the pid a server reports about itself: a Redis in its own PID namespace (a container) reports

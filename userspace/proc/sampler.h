@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Periodic samples of a target's memory (smaps_rollup, status) and of the kernel's THP counters
 // (/proc/vmstat thp_*), timestamped on CLOCK_MONOTONIC like the BPF events so the correlator can take

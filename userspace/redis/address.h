@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Where a Redis listens: a TCP host and port, or a unix socket. The text forms are those of the
 // command line, the config file and the `target` label: "HOST:PORT", "[V6]:PORT", "unix:/PATH".

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // How long a poller waits before it tries a server again after a failure: doubling from `first` up
 // to `cap`, back to `first` only when a try fully succeeded. A server that refuses every command

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "redis/client.h"
 
 #include <hiredis/hiredis.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A small owner of one Redis connection: a transport (TCP, unix socket, TLS; transport.h) under
 // hiredis's reply reader, with a deadline on connect and on every command so a frozen Redis

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the command line or the config file says about reaching Redis besides its address, and the
 // credentials made from it: the password read from its file and the TLS context built from the CA,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The host process of the Redis (or Valkey) at an address, found from the kernel's socket tables with
 // what the server says about one of our connections (proc/resolve.h explains the method).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Parsers for Redis replies. They take text or a reply tree and never trust lengths or formats:
 // the fuzzers in tests/fuzz feed them arbitrary bytes.

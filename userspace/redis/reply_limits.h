@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Bounds on what one Redis reply may make the client allocate. The server is outside input, and a
 // hostile or broken one is cheap to write: hiredis 0.14 (Debian 12) sizes memory from reply headers

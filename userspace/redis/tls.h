@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // TLS to Redis with Debian's OpenSSL (hiredis 0.14 has none). A TlsContext holds what every
 // connection to one server shares: the CAs to trust, our client certificate and key, the name to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The bytes under the Redis protocol: a TCP or unix stream socket, optionally with TLS on it, and
 // nothing else. Every call has a deadline: a frozen or silent server gives an error, not a hang.

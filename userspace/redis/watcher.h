@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Polls one Redis instance on its own thread (INFO and LATENCY HISTOGRAM: fast while a fork, a save or
 // a sync is on, slowly otherwise, see common/cadence.h) and keeps a timeline of snapshots on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A fork's `copies` section (correlate::CopyAttribution) in the JSON report, read back, and as the
 // text report's lines under the fork's row.

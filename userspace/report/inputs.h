@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Everything a capture collects that the report is computed from: the kernel's events and final
 // counters, the /proc samples, the Redis timeline and the facts read at start. A capture can write

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The replication section of a report: the replicas' syncs over the capture, the full-sync loop
 // and its cause, the buffers against the limit in force.
 #include <algorithm>

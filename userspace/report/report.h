@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The one-shot capture report: its data, the JSON of the contract in design.md §4, the text a person
 // reads, and the findings (plain sentences, most important first).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The capture's timeline (--svg), written by hand like the bench's: copy-on-write faults per time
 // bucket (parent and children) from the in-kernel counters read every 10 ms, the target's RSS and
 // AnonHugePages from /proc, THP splits, each fork window shaded and labelled with its reason and

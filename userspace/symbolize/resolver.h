@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Resolves the sampled copies of one process while it lives: the mapping an address falls in (from
 // /proc/PID/maps, read when a fork starts and again on a miss) and the function of each frame of the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The BPF/userspace ABI (bpf/thptrace.h) seen from C++, with its layout pinned: a change on one side
 // that the other did not follow fails the build here rather than corrupting counters at run time.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The Redis and Valkey functions thptrace puts uprobes on to name a fork's reason: the one table of
 // them, which of them a binary gives, and which reasons the uprobes can then label exactly.

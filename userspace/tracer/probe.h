@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Feature probing, done once at start-up: which attach type each probe family gets on the running
 // kernel, and why. Modelled on bcc's fentry_can_attach/probe_tp_btf: load (and attach) a two-

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The kernel side of thptrace: owns the BPF skeleton, its links and its ring buffer. Loads only the
 // programs of the modes chosen by choose_modes(), watches target processes through the targets map,
