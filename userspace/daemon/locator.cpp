@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "daemon/locator.h"
 
+#include <linux/capability.h>
+
 #include <string>
 #include <utility>
 
+#include "common/caps.h"
 #include "proc/proc.h"
 #include "redis/locate.h"
 
@@ -41,6 +44,13 @@ std::vector<Locator::Result> Locator::take() {
 }
 
 void Locator::run() {
+  // This thread reads a server's replies: it holds only what finding the server's process takes,
+  // reading other users' /proc/PID/fd (effective), and entering a container's network namespace
+  // (CAP_SYS_ADMIN, raised by the transport around setns only).
+  if (std::string why;
+      !restrict_this_thread("thptrace-locate", {CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH, CAP_SYS_ADMIN}, &why))
+    warn_unrestricted("thptrace-locate", why);
+  set_effective({CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH}, true);
   std::unique_lock lock(mu_);
   while (true) {
     wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
