@@ -157,26 +157,20 @@ variables = {v.get("name"): v for v in d.get("templating", {}).get("list", [])}
 ds = variables.get("datasource")
 if not ds or ds.get("type") != "datasource" or ds.get("query") != "prometheus":
     errors.append("no `datasource` variable of type datasource for prometheus")
-tv = variables.get("target")
-if not tv or tv.get("type") != "query":
-    errors.append("no `target` query variable")
-else:
-    q = tv.get("query")
+def check_query_variable(name, what, expected):
+    v = variables.get(name)
+    if not v or v.get("type") != "query":
+        errors.append(f"no `{name}` {what}query variable")
+        return
+    q = v.get("query")
     q = q.get("query") if isinstance(q, dict) else q
-    if q != 'label_values(thptrace_redis_up{instance=~"$instance"}, target)':
-        errors.append(f"target variable query is {q!r}")
-    if tv.get("datasource", {}).get("uid") != "${datasource}":
-        errors.append("target variable does not use ${datasource}")
-iv = variables.get("instance")
-if not iv or iv.get("type") != "query":
-    errors.append("no `instance` (host) query variable")
-else:
-    q = iv.get("query")
-    q = q.get("query") if isinstance(q, dict) else q
-    if q != "label_values(thptrace_redis_up, instance)":
-        errors.append(f"instance variable query is {q!r}")
-    if iv.get("datasource", {}).get("uid") != "${datasource}":
-        errors.append("instance variable does not use ${datasource}")
+    if q != expected:
+        errors.append(f"{name} variable query is {q!r}")
+    if v.get("datasource", {}).get("uid") != "${datasource}":
+        errors.append(f"{name} variable does not use ${{datasource}}")
+
+check_query_variable("target", "", 'label_values(thptrace_redis_up{instance=~"$instance"}, target)')
+check_query_variable("instance", "(host) ", "label_values(thptrace_redis_up, instance)")
 
 def uses_ds(obj):
     ds = obj.get("datasource")
