@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Every source file of the project names its license (SPDX-License-Identifier in its first three
 # lines): Apache-2.0, and the BPF programs "(LGPL-2.1 OR BSD-2-Clause)", GPL-compatible as the
 # helpers they call require ("Dual BSD/GPL" in their license section). The license texts are in

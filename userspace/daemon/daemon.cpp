@@ -225,6 +225,10 @@ void Daemon::on_located(const Locator::Result& r) {
 
 void Daemon::release_held(Target& t) {
   t.first_locate_pending = false;
+  export_held(t);
+}
+
+void Daemon::export_held(Target& t) {
   for (const auto& s : t.held) exporter_->on_snapshot(t.id, s);
   t.held.clear();
 }
@@ -277,12 +281,13 @@ void Daemon::drain_snapshots() {
     if (s.up) consider_locating(*t, s);
     // Until the first search for its process has its result, the target's polls wait for it (a
     // bounded few, then all go out in order): exported once its process is traced, so that a
-    // server a scrape shows up is traced already. Polls while no search runs go out at once.
+    // server a scrape shows up is traced already. Polls while no search runs go out at once; a
+    // server that first refused us (its polls all down) is held from its first answer on.
     if (t->first_locate_pending && t->locate_pacing.in_flight() && t->held.size() < kMaxHeld) {
       t->held.push_back(std::move(s));
       continue;
     }
-    release_held(*t);
+    export_held(*t);
     exporter_->on_snapshot(t->id, s);
   }
 }

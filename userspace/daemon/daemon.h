@@ -101,8 +101,12 @@ class Daemon {
   void resolve(Target& t, int64_t process_id);
   void on_located(const Locator::Result& r);
   void follow_located(Target& t, const Locator::Result& r);
-  // Exports the polls held for t's first search, in order, and holds no more.
+  // The first search for t's process has its result: exports the polls held for it, in order, and
+  // holds no more.
   void release_held(Target& t);
+  // Exports the polls held so far, in order (the first search may not have started yet: a server
+  // that did not answer has no process_id to search for).
+  void export_held(Target& t);
   // After a poll that answered: starts a search for t's process when it has none or INFO names
   // another one.
   void consider_locating(Target& t, const redis::Snapshot& s);
