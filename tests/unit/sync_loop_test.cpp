@@ -165,6 +165,21 @@ TEST(SyncLoop, WithoutTheCounterTheStreamDuringADroppedSyncNamesTheLimit) {
   EXPECT_EQ(r.replication->loop_cause, "output_buffer_limit");
 }
 
+// The same where each dropped sync is seen in one poll only (its length then reads 0, and no
+// output buffer figure): the fork children, 400 ms each at 4 MiB/s, outlived the 256 KiB hard limit.
+TEST(SyncLoop, WithoutTheCounterAChildThatOutlivedTheLimitNamesIt) {
+  auto in = loop_inputs(3);
+  std::erase_if(in.timeline, [](const redis::Snapshot& s) { return s.ts_ns == 450 * kMs || s.ts_ns == 1450 * kMs; });
+  for (auto& s : in.timeline) {
+    s.client_output_buffer_limit_disconnections = -1;  // Redis 7.0
+    s.replica_output_buffer_max = -1;
+  }
+  const auto r = report::assemble(in);
+  ASSERT_TRUE(r.replication);
+  ASSERT_FALSE(r.replication->loops.empty());
+  EXPECT_EQ(r.replication->loop_cause, "output_buffer_limit");
+}
+
 TEST(SyncLoop, TheJsonKeepsTheSectionAndEachForksReplicas) {
   const auto r = report::assemble(loop_inputs(3));
   const auto j = report::to_json(r);

@@ -92,6 +92,7 @@ std::optional<ReplicationSection> replication_of(const CaptureInputs& in,
   }
 
   double longest_child_s = 0;
+  double longest_wasted_child_s = 0;  // the longest-lived child of a fork whose replicas all dropped
   for (const auto& f : forks) {
     if (!full_sync_reason(f.reason) && f.replicas.empty()) continue;
     if (f.child_lifetime_ms) longest_child_s = std::max(longest_child_s, *f.child_lifetime_ms / 1e3);
@@ -99,6 +100,7 @@ std::optional<ReplicationSection> replication_of(const CaptureInputs& in,
         !f.replicas.empty() && std::all_of(f.replicas.begin(), f.replicas.end(),
                                            [](const auto& s) { return s.outcome == ReplicaSync::Outcome::dropped; });
     if (all_dropped) {
+      if (f.child_lifetime_ms) longest_wasted_child_s = std::max(longest_wasted_child_s, *f.child_lifetime_ms / 1e3);
       ++r.wasted_forks;
       r.wasted_copied_bytes += (f.cow_faults + f.child_cow_faults) * 4096;
     }
@@ -114,10 +116,16 @@ std::optional<ReplicationSection> replication_of(const CaptureInputs& in,
     // Without the counter (Redis < 7.4), what the replication stream took while a dropped sync
     // lasted: more than the limit cannot have fit in the replica's output buffer.
     const double written_in_longest_drop = r.stream_bytes_per_s * static_cast<double>(longest_dropped_ns) / 1e9;
+    // A replica's output buffer holds every write from the fork on, until its RDB is loaded: a
+    // child that lived long enough for the stream to pass the hard limit overflowed it. Exact where
+    // polls 100 ms apart see a drop in one poll only (its length then reads 0).
+    const bool child_outlived_limit =
+        r.limit && r.limit->hard_bytes &&
+        r.stream_bytes_per_s * longest_wasted_child_s >= static_cast<double>(r.limit->hard_bytes);
     if (r.output_buffer_limit_disconnections.value_or(0) > 0 ||
         (!r.output_buffer_limit_disconnections && limit_floor != UINT64_MAX &&
          (2 * r.replica_output_buffer_peak_bytes.value_or(0) >= limit_floor ||
-          written_in_longest_drop >= static_cast<double>(limit_floor))))
+          written_in_longest_drop >= static_cast<double>(limit_floor) || child_outlived_limit)))
       r.loop_cause = "output_buffer_limit";
     else if (r.repl_timeout_s && longest_dropped_ns >= *r.repl_timeout_s * 1'000'000'000ull)
       r.loop_cause = "repl_timeout";
