@@ -91,6 +91,7 @@ void three_replicas(bool diskless) {
       {"--repl-diskless-sync", diskless ? "yes" : "no", "--repl-diskless-sync-delay", diskless ? "2" : "0"});
   populate(primary, 5);  // 100,000 keys of 400 bytes
   std::set<std::string> addresses;
+  const auto forks_before = primary.info_field("total_forks");
   const auto report = capture(primary, [&] {
     WriteLoad load(primary);
     const std::vector<std::string> replica_of = {"--replicaof", "127.0.0.1", std::to_string(primary.port())};
@@ -103,6 +104,10 @@ void three_replicas(bool diskless) {
   });
   ASSERT_TRUE(report.is_object());
   ASSERT_EQ(addresses.size(), 3u);
+  // Redis's own count of its forks, and what the capture knew of its polls, for a failure's message.
+  const std::string context = "INFO total_forks " + forks_before + " -> " + primary.info_field("total_forks") +
+                              "; the report's redis: " + report["redis"].dump() +
+                              "; capture: " + report["capture"].dump();
   std::set<std::string> served;
   size_t syncs = 0, between_polls = 0;
   for (const auto& f : report["forks"]) {
@@ -128,8 +133,8 @@ void three_replicas(bool diskless) {
       EXPECT_NE(r["joined"], "unknown") << r.dump(2);
     }
   }
-  EXPECT_EQ(served, addresses) << report["forks"].dump(2);
-  EXPECT_EQ(syncs, 3u) << report["forks"].dump(2);
+  EXPECT_EQ(served, addresses) << context << "\n" << report["forks"].dump(2);
+  EXPECT_EQ(syncs, 3u) << context;
   EXPECT_LT(between_polls, syncs) << "no sync was seen before it was online: " << report["forks"].dump(2);
   ASSERT_TRUE(report["replication"].is_object());
   EXPECT_EQ(report["replication"]["full_syncs"], 3);
