@@ -26,9 +26,16 @@ HostileStats parse_stats(const nlohmann::json& j) {
 
 std::string hostile_redis_script() { return std::string(THPTRACE_SOURCE_DIR) + "/tests/hostile/hostile_redis.py"; }
 
-HostileRedis::HostileRedis(const std::vector<std::string>& modes) : dir_(make_temp_dir("thptrace-hostile-")) {
+HostileRedis::HostileRedis(const std::vector<std::string>& modes, const std::string& program_name)
+    : dir_(make_temp_dir("thptrace-hostile-")) {
   stats_path_ = dir_ + "/stats.json";
-  std::vector<std::string> argv = {"python3", hostile_redis_script(), "--port", "0", "--stats", stats_path_};
+  std::string program = "python3";
+  if (!program_name.empty()) {
+    program = dir_ + "/" + program_name;
+    std::filesystem::copy_file(std::filesystem::canonical("/usr/bin/python3"), program);
+    std::filesystem::permissions(program, std::filesystem::perms::owner_all, std::filesystem::perm_options::add);
+  }
+  std::vector<std::string> argv = {program, hostile_redis_script(), "--port", "0", "--stats", stats_path_};
   argv.insert(argv.end(), modes.begin(), modes.end());
   proc_ = std::make_unique<Process>(argv);
   const auto line = proc_->wait_stdout_line("port ", std::chrono::seconds(20));

@@ -31,7 +31,9 @@ class HostileRedis {
  public:
   // Starts the script with these mode flags on a free port; fails the calling test (an exception
   // gtest reports) when it does not say its port within 20 s.
-  explicit HostileRedis(const std::vector<std::string>& modes);
+  // With program_name ("redis-server"), the script runs on a copy of python3 of that name, so the
+  // process's comm is that name, as a fake server's would be.
+  explicit HostileRedis(const std::vector<std::string>& modes, const std::string& program_name = "");
   ~HostileRedis();  // SIGTERM, then SIGKILL if it lingers
   HostileRedis(const HostileRedis&) = delete;
   HostileRedis& operator=(const HostileRedis&) = delete;

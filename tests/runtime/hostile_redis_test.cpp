@@ -90,6 +90,42 @@ TEST(HostileRedis, DaemonBacksOffFromRefusalsAndSilence) {
   std::filesystem::remove_all(dir);
 }
 
+// --discover with a password: a fake named redis-server (a copy of python3) that asks for AUTH is
+// sent none, is named by the port it listens on, and is said once to need AUTH that is not sent to
+// it; a real redis-server whose executable the operator listed gets the password and answers.
+TEST(HostileRedis, DiscoverSendsThePasswordOnlyWhereTheOperatorSaid) {
+  REQUIRE_BPF();
+  HostileRedis fake({"--require-auth"}, "redis-server");
+  const std::string secret = "only-for-the-real-one";
+  RedisServer real({"--requirepass", secret});
+  const std::string dir = make_temp_dir("thptrace-hostile-discover-");
+  { std::ofstream(dir + "/password") << secret << "\n"; }
+  const std::string redis_exe = std::filesystem::canonical("/proc/" + std::to_string(real.pid()) + "/exe");
+  Daemon d({}, {"--discover", "--redis-password-file", dir + "/password", "--discover-credentials-exe", redis_exe});
+  ASSERT_TRUE(d.proc().wait_stderr_line("serving metrics", 60s)) << d.proc().err();
+  ASSERT_TRUE(d.proc().wait_stderr_line("it needs AUTH, and the credentials are not sent to it", 30s))
+      << d.proc().err();
+  std::optional<std::string> scrape;
+  for (int i = 0; i < 100; ++i) {
+    scrape = d.scrape();
+    if (scrape && metric_value(*scrape, series("thptrace_redis_up", real.address())) == 1) break;
+    std::this_thread::sleep_for(200ms);
+  }
+  ASSERT_TRUE(scrape) << d.proc().err();
+  EXPECT_EQ(metric_value(*scrape, series("thptrace_redis_up", real.address())), 1) << d.proc().err();
+  EXPECT_EQ(metric_value(*scrape, series("thptrace_redis_up", fake.address())), 0) << *scrape;
+  // Its kernel side is traced all the same, under the address it listens on.
+  EXPECT_GT(metric_value(*scrape, series("thptrace_rss_bytes", fake.address())).value_or(0), 0) << *scrape;
+  const auto seen = fake.stats();
+  EXPECT_GE(seen.connections, 1);
+  EXPECT_TRUE(seen.auth.empty()) << "the fake was sent AUTH " << seen.auth.size() << " times";
+  const std::string err = d.proc().err();
+  EXPECT_NE(err.find("is not one of --discover-credentials-exe"), std::string::npos) << err;
+  EXPECT_EQ(occurrences(err, "it needs AUTH, and the credentials are not sent to it"), 1u) << err;
+  EXPECT_EQ(err.find(secret), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 // Replies over their command's bound (an 8 MiB INFO, INFO listing 100,000 replicas) are refused
 // without reading them; 5,000 replicas fit INFO's bound and only the first 256 are read; a server
 // whose fields and errors hold 0xFF and control bytes. The daemon stays up and answers a scrape.

@@ -2,6 +2,9 @@
 // Address forms, the flags that say how to reach Redis, the listeners read from /proc/PID/net and
 // the order --discover tries them in. No server, no privilege.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "daemon/discovery.h"
 #include "proc/net.h"
@@ -113,17 +116,72 @@ TEST(Discovery, UnixSocketThenPlainLoopbackThenTls) {
   EXPECT_EQ(order, (std::vector<std::string>{"unix:/run/redis/redis.sock", "127.0.0.1:6380", "127.0.0.1:16379",
                                              "[::1]:6379", "10.0.0.5:6379", "127.0.0.1:6380+tls",
                                              "127.0.0.1:16379+tls", "[::1]:6379+tls", "10.0.0.5:6379+tls"}));
-  EXPECT_EQ(d.label, "127.0.0.1:6380") << "the label stays the title's address";
+  EXPECT_EQ(d.label, "127.0.0.1:6380") << "the listener the title names";
+  // With a password to send, the TLS routes go first: it is sent only after a certificate is verified.
+  const auto first = daemon::plan_routes(l, "127.0.0.1:6380", tls, nullptr, true);
+  order.clear();
+  for (const auto& r : first.routes) order.push_back(r.address.str() + (r.tls ? "+tls" : ""));
+  EXPECT_EQ(order, (std::vector<std::string>{"127.0.0.1:6380+tls", "127.0.0.1:16379+tls", "[::1]:6379+tls",
+                                             "10.0.0.5:6379+tls", "unix:/run/redis/redis.sock", "127.0.0.1:6380",
+                                             "127.0.0.1:16379", "[::1]:6379", "10.0.0.5:6379"}));
+  EXPECT_EQ(first.label, "127.0.0.1:6380");
 }
 
-TEST(Discovery, LabelsWithoutATitleAddress) {
+// A label is an address the process was seen to listen on: a title names nothing by itself (any
+// process can call itself "redis-server 127.0.0.1:6379" and take a real server's label).
+TEST(Discovery, LabelsComeFromListenersNeverFromATitleAlone) {
   proc::Listeners l;
   l.unix_sockets = {{"/tmp/r.sock", 1}};
   EXPECT_EQ(daemon::plan_routes(l, "", nullptr).label, "unix:/tmp/r.sock");
+  EXPECT_EQ(daemon::plan_routes(l, "127.0.0.1:6379", nullptr).label, "unix:/tmp/r.sock");
   EXPECT_EQ(daemon::plan_routes({}, "", nullptr).label, "redis-server");
   const auto from_title = daemon::plan_routes({}, "127.0.0.1:7000", nullptr);
   ASSERT_EQ(from_title.routes.size(), 1u);
   EXPECT_EQ(from_title.routes[0].address.str(), "127.0.0.1:7000");
+  EXPECT_EQ(from_title.label, "redis-server") << "tried, but not named after its title";
+  proc::Listeners other;
+  other.tcp = {{"127.0.0.1", 7001, 1}};
+  EXPECT_EQ(daemon::plan_routes(other, "127.0.0.1:6379", nullptr).label, "127.0.0.1:7001");
+}
+
+// Credentials go to a TLS route (verified before AUTH), to a process running an allowed executable,
+// or to a listed address; every other route carries why not.
+TEST(Discovery, CredentialsAreWithheldFromRoutesNobodyAllowed) {
+  proc::Listeners l;
+  l.tcp = {{"127.0.0.1", 6379, 1}, {"127.0.0.1", 6380, 2}};
+  l.unix_sockets = {{"/run/redis.sock", 3}};
+  std::string error;
+  const auto tls = redis::TlsContext::create({}, &error);
+  ASSERT_TRUE(tls) << error;
+  daemon::CredentialPolicy policy;
+  policy.addresses = {*redis::parse_address("127.0.0.1:6380")};
+  auto s = daemon::plan_routes(l, "", tls, nullptr, true);
+  daemon::withhold_credentials(s, policy, false, "its executable /tmp/redis-server is not allowed");
+  std::vector<std::string> allowed, withheld;
+  for (const auto& r : s.routes)
+    (r.withheld.empty() ? allowed : withheld).push_back(r.address.str() + (r.tls ? "+tls" : ""));
+  EXPECT_EQ(allowed, (std::vector<std::string>{"127.0.0.1:6379+tls", "127.0.0.1:6380+tls", "127.0.0.1:6380"}));
+  EXPECT_EQ(withheld, (std::vector<std::string>{"unix:/run/redis.sock", "127.0.0.1:6379"}));
+  for (const auto& r : s.routes)
+    if (!r.withheld.empty()) EXPECT_NE(r.withheld.find("/tmp/redis-server"), std::string::npos) << r.withheld;
+  auto trusted = daemon::plan_routes(l, "", tls, nullptr, true);
+  daemon::withhold_credentials(trusted, {}, true, "");
+  for (const auto& r : trusted.routes) EXPECT_TRUE(r.withheld.empty()) << r.address.str();
+}
+
+// The executable is compared by inode: the running test binary passes as itself, not as a copy of it
+// at another path, nor as a different file.
+TEST(Discovery, AnAllowedExecutableIsTheSameFileNotTheSameName) {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe");
+  std::string why;
+  EXPECT_TRUE(daemon::runs_allowed_executable(::getpid(), {"/nonexistent/redis-server", self}, &why)) << why;
+  const std::string copy = std::filesystem::temp_directory_path() / ("thptrace-exe-copy-" + std::to_string(::getpid()));
+  std::filesystem::copy_file(self, copy, std::filesystem::copy_options::overwrite_existing);
+  EXPECT_FALSE(daemon::runs_allowed_executable(::getpid(), {copy}, &why));
+  EXPECT_NE(why.find(self), std::string::npos) << why;
+  EXPECT_NE(why.find("--discover-credentials-exe"), std::string::npos) << why;
+  std::filesystem::remove(copy);
+  EXPECT_FALSE(daemon::runs_allowed_executable(::getpid(), {}, &why));
 }
 
 // A container whose network namespace the daemon cannot enter (no CAP_SYS_ADMIN): its TCP

@@ -144,6 +144,7 @@ Daemon::Target& Daemon::add_target(const std::string& label, std::vector<redis::
                                 .tls = routes.front().tls,
                                 .netns_pid = netns_pid,
                                 .outside = routes.front().outside,
+                                .withheld = routes.front().withheld,
                                 .more_routes = std::vector<redis::Route>(routes.begin() + 1, routes.end()),
                                 .interval = std::chrono::milliseconds(options_.poll_interval_ms),
                                 .idle_interval = std::chrono::milliseconds(options_.idle_poll_interval_ms),
@@ -210,6 +211,7 @@ void Daemon::resolve(Target& t, int64_t process_id) {
                      .process_id = process_id};
   const auto tcp = std::find_if(t.routes.begin(), t.routes.end(), [](const auto& r) { return !r.address.is_unix(); });
   if (tcp != t.routes.end()) r.tcp = *tcp;
+  if (tcp != t.routes.end() && !tcp->withheld.empty()) r.connect.user = r.connect.password = "";
   locator_.submit(std::move(r));
 }
 
@@ -361,7 +363,12 @@ void Daemon::discover() {
       continue;
     }
     const std::string addr_text = address_from_title(proc::read_file("/proc/" + std::to_string(pid) + "/cmdline", 4096).value_or(""));
-    auto found = discover_server(pid, addr_text, discover_tls_);
+    // TLS first when there is a password to send: it goes where a certificate was verified first.
+    auto found = discover_server(pid, addr_text, discover_tls_, !credentials_.password.empty());
+    std::string why_not_exe;
+    const bool exe_allowed = runs_allowed_executable(pid, options_.discover_credentials_exe, &why_not_exe);
+    withhold_credentials(found, {options_.discover_credentials_exe, options_.discover_credentials_address}, exe_allowed,
+                         why_not_exe);
     // An instance already watched by address picks up its new pid through INFO. A server with no
     // listener to tell it by gets a shared label: labels never carry a pid.
     const bool known = found.label != "redis-server" && std::any_of(targets_.begin(), targets_.end(), [&](const auto& t) {

@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "daemon/discovery.h"
 
-#include <algorithm>
+#include <sys/stat.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/text.h"
+#include "proc/proc.h"
 #include "redis/transport.h"
 
 namespace thptrace::daemon {
@@ -21,7 +27,7 @@ std::string reachable_ip(const std::string& ip) {
 
 DiscoveredServer plan_routes(const proc::Listeners& listeners, const std::string& title_address,
                              const std::shared_ptr<const redis::TlsContext>& tls,
-                             const std::vector<std::string>* outside_ips) {
+                             const std::vector<std::string>* outside_ips, bool tls_first) {
   DiscoveredServer out;
   for (const auto& u : listeners.unix_sockets) {
     redis::Address a;
@@ -53,37 +59,75 @@ DiscoveredServer plan_routes(const proc::Listeners& listeners, const std::string
     return rank(a) < rank(b);
   });
   const bool outside = outside_ips != nullptr;
-  for (const auto& a : tcp) out.routes.push_back({a, nullptr, outside});
+  // The label: an address the process listens on, the first TCP one, else its first unix socket.
+  if (!tcp.empty())
+    out.label = tcp.front().str();
+  else if (!out.routes.empty())
+    out.label = out.routes.front().address.str();
+  else
+    out.label = "redis-server";
+  std::vector<redis::Route> tls_routes;
   if (tls)
-    for (const auto& a : tcp) out.routes.push_back({a, tls, outside});
-  // No listener found (its /proc unreadable): the title's address, as before discovery read sockets.
+    for (const auto& a : tcp) tls_routes.push_back({a, tls, outside});
+  if (tls_first) out.routes.insert(out.routes.begin(), tls_routes.begin(), tls_routes.end());
+  for (const auto& a : tcp) out.routes.push_back({a, nullptr, outside});
+  if (!tls_first) out.routes.insert(out.routes.end(), tls_routes.begin(), tls_routes.end());
+  // No listener found (its /proc unreadable): the title's address is tried, but names nothing.
   if (out.routes.empty() && title && !outside) {
+    if (tls && tls_first) out.routes.push_back({*title, tls});
     out.routes.push_back({*title, nullptr});
-    if (tls) out.routes.push_back({*title, tls});
+    if (tls && !tls_first) out.routes.push_back({*title, tls});
   }
-  const auto first_tcp = std::find_if(out.routes.begin(), out.routes.end(), [](const auto& r) { return r.outside; });
-  if (first_tcp != out.routes.end())
-    out.label = first_tcp->address.str();
-  else if (title && !outside)
-    out.label = title->str();
-  else if (!out.routes.empty()) out.label = out.routes.front().address.str();
-  else out.label = "redis-server";
   return out;
 }
 
+bool runs_allowed_executable(pid_t pid, const std::vector<std::string>& executables, std::string* why) {
+  const std::string exe_link = "/proc/" + std::to_string(pid) + "/exe";
+  struct stat running {};
+  // stat() of the magic link is the running file itself, wherever (and in whatever mount
+  // namespace) its path now is, renamed or deleted.
+  if (::stat(exe_link.c_str(), &running) != 0) {
+    if (why) *why = "its executable cannot be read (" + std::string(std::strerror(errno)) + ")";
+    return false;
+  }
+  for (const auto& path : executables) {
+    struct stat allowed {};
+    if (::stat(path.c_str(), &allowed) == 0 && allowed.st_dev == running.st_dev && allowed.st_ino == running.st_ino)
+      return true;
+  }
+  if (why) {
+    std::string path = proc::exe_path(pid);
+    if (path.size() > 256) path = path.substr(0, 256) + "...";
+    *why = "its executable " + text::printable(path.empty() ? "?" : path) + " is not one of --discover-credentials-exe";
+  }
+  return false;
+}
+
+void withhold_credentials(DiscoveredServer& s, const CredentialPolicy& policy, bool exe_allowed,
+                          const std::string& why_not_exe) {
+  if (exe_allowed) return;
+  for (auto& r : s.routes) {
+    if (r.tls) continue;
+    const bool listed = std::any_of(policy.addresses.begin(), policy.addresses.end(),
+                                    [&](const redis::Address& a) { return a.str() == r.address.str(); });
+    if (!listed)
+      r.withheld = why_not_exe + ", and " + r.address.str() + " is not one of --discover-credentials-address";
+  }
+}
+
 DiscoveredServer discover_server(pid_t pid, const std::string& title_address,
-                                 std::shared_ptr<const redis::TlsContext> tls) {
+                                 const std::shared_ptr<const redis::TlsContext>& tls, bool tls_first) {
   const auto listeners = proc::listeners_of(pid);
   if (proc::in_other_network_namespace(pid)) {
     if (std::string why = redis::netns_entry_error(pid); !why.empty()) {
       const auto ips = proc::local_ipv4_of(pid);
-      DiscoveredServer out = plan_routes(listeners, title_address, tls, &ips);
+      DiscoveredServer out = plan_routes(listeners, title_address, tls, &ips, tls_first);
       out.netns_pid = pid;
       out.netns_refused = std::move(why);
       return out;
     }
   }
-  DiscoveredServer out = plan_routes(listeners, title_address, tls);
+  DiscoveredServer out = plan_routes(listeners, title_address, tls, nullptr, tls_first);
   if (proc::in_other_namespaces(pid)) out.netns_pid = pid;
   return out;
 }

@@ -25,19 +25,42 @@ struct DiscoveredServer {
 
 // The routes to a server with these listeners: its unix sockets first, then each TCP listener in
 // plain (loopback first, the title's port first), then each again with TLS (`tls`; a TLS port cannot
-// be told from a plain one in /proc, and a plain PING to it fails at once). Wildcard listeners are
-// reached on loopback. title_address is address_from_title()'s, "" when none.
+// be told from a plain one in /proc, and a plain PING to it fails at once). With tls_first (there is a
+// password to send) the TLS routes come first of all. Wildcard listeners are reached on loopback.
+// title_address is address_from_title()'s, "" when none: it only orders the listeners, and is tried
+// itself only when no listener could be read.
+//
+// The label is the first TCP listener's route, else the first unix socket's: an address the process
+// was seen to listen on, never its title alone (anyone can name a process "redis-server 10.0.0.1:6379");
+// "redis-server" when there is none.
 //
 // outside_ips, when given, are the server's own addresses in a network namespace we cannot enter:
 // TCP listeners are then reached from outside, a wildcard on each of these addresses, a specific
-// address as it is, a loopback one not at all; the label is the first such route (its title's
-// address would name a loopback we cannot reach).
+// address as it is, a loopback one not at all.
 DiscoveredServer plan_routes(const proc::Listeners& listeners, const std::string& title_address,
                              const std::shared_ptr<const redis::TlsContext>& tls,
-                             const std::vector<std::string>* outside_ips = nullptr);
+                             const std::vector<std::string>* outside_ips = nullptr, bool tls_first = false);
 
 // plan_routes() for a running process.
 DiscoveredServer discover_server(pid_t pid, const std::string& title_address,
-                                 std::shared_ptr<const redis::TlsContext> tls);
+                                 const std::shared_ptr<const redis::TlsContext>& tls, bool tls_first);
+
+// Who a discovered server's credentials may go to, as the operator said: its executable
+// (--discover-credentials-exe, compared by device and inode with the file /proc/PID/exe opens, so a
+// copy or a look-alike name does not pass), or the address of a route (--discover-credentials-address).
+// A TLS route always may: its certificate and address are verified before AUTH is sent.
+struct CredentialPolicy {
+  std::vector<std::string> executables;  // absolute paths
+  std::vector<redis::Address> addresses;
+};
+
+// Whether pid runs one of `executables`; when not, why in *why ("its executable /tmp/x/redis-server
+// is not one of --discover-credentials-exe").
+bool runs_allowed_executable(pid_t pid, const std::vector<std::string>& executables, std::string* why);
+
+// Marks each route of s that may not carry the credentials (Route::withheld), given whether the
+// process runs an allowed executable (else why_not_exe says why).
+void withhold_credentials(DiscoveredServer& s, const CredentialPolicy& policy, bool exe_allowed,
+                          const std::string& why_not_exe);
 
 }  // namespace thptrace::daemon

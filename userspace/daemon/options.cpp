@@ -27,6 +27,11 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
       "discover", po::value<bool>()->default_value(false)->implicit_value(true), "also watch every local redis-server")(
       "max-discovered", po::value<uint32_t>()->default_value(256),
       "--discover: servers watched at once (more are logged and not taken)")(
+      "discover-credentials-exe", po::value<std::vector<std::string>>()->composing(),
+      "--discover: send the Redis credentials to a server running this executable (absolute path, "
+      "compared by inode; repeatable)")(
+      "discover-credentials-address", po::value<std::vector<std::string>>()->composing(),
+      "--discover: send the Redis credentials to a server reached at this HOST:PORT or unix:/PATH (repeatable)")(
       "poll-interval-ms", po::value<int>()->default_value(100),
       "Redis INFO poll interval while a fork is in progress, ms")(
       "idle-poll-interval-ms", po::value<int>()->default_value(2000),
@@ -80,6 +85,19 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
   o.max_discovered = vm["max-discovered"].as<uint32_t>();
   if (o.max_discovered < 1 || o.max_discovered > 65536)
     throw FatalError(kExitUsage, "--max-discovered: expected 1 to 65536.");
+  if (vm.count("discover-credentials-exe"))
+    o.discover_credentials_exe = vm["discover-credentials-exe"].as<std::vector<std::string>>();
+  for (const auto& path : o.discover_credentials_exe)
+    if (path.empty() || path.front() != '/')
+      throw FatalError(kExitUsage, "--discover-credentials-exe " + path + ": expected an absolute path.");
+  if (vm.count("discover-credentials-address"))
+    for (const auto& text : vm["discover-credentials-address"].as<std::vector<std::string>>()) {
+      const auto a = redis::parse_address(text);
+      if (!a)
+        throw FatalError(kExitUsage,
+                         "--discover-credentials-address " + text + ": expected " + redis::kAddressForms + ".");
+      o.discover_credentials_address.push_back(*a);
+    }
   o.poll_interval_ms = vm["poll-interval-ms"].as<int>();
   if (o.poll_interval_ms < 10 || o.poll_interval_ms > 60000)
     throw FatalError(kExitUsage, "--poll-interval-ms: expected 10 to 60000.");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "daemon/web_config.h"
+#include "redis/address.h"
 #include "redis/credentials.h"
 
 namespace thptrace::daemon {
@@ -21,6 +22,10 @@ struct DaemonOptions {
   redis::ConnectionSettings redis_settings;  // user, password file, TLS (for TCP addresses)
   bool discover = false;
   uint32_t max_discovered = 256;     // --discover: servers watched at once; more are logged, not taken
+  // --discover: the executables and addresses a discovered server's credentials may go to
+  // (daemon/discovery.h, CredentialPolicy); a TLS route with a verified certificate always may.
+  std::vector<std::string> discover_credentials_exe;
+  std::vector<redis::Address> discover_credentials_address;
   int poll_interval_ms = 100;        // while a fork of the target is in progress
   int idle_poll_interval_ms = 2000;  // while none is (common/cadence.h)
   bool force_fallback = false;

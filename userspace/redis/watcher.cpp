@@ -140,7 +140,7 @@ std::unique_ptr<Client> Watcher::connect_any(std::string* error) {
   pid_t netns_pid = 0;
   {
     std::lock_guard lock(mu_);
-    routes.push_back({options_.address, options_.tls, options_.outside});
+    routes.push_back({options_.address, options_.tls, options_.outside, options_.withheld});
     routes.insert(routes.end(), options_.more_routes.begin(), options_.more_routes.end());
     connect_options = {
         .user = options_.user, .password = options_.password, .timeout = options_.timeout, .ping = routes.size() > 1};
@@ -149,13 +149,16 @@ std::unique_ptr<Client> Watcher::connect_any(std::string* error) {
   std::string why;
   for (const auto& r : routes) {
     if (stop_) break;
-    connect_options.tls = r.tls;
-    connect_options.netns_pid = r.outside ? 0 : netns_pid;
+    ConnectOptions o = connect_options;
+    o.tls = r.tls;
+    o.netns_pid = r.outside ? 0 : netns_pid;
+    if (!r.withheld.empty()) o.user = o.password = "";  // asked as the default user, without AUTH
     ConnectError e;
-    auto client = Client::connect(r.address, connect_options, &e);
+    auto client = Client::connect(r.address, o, &e);
     {
       std::lock_guard lock(mu_);
       route_ = r.address.str() + (r.tls ? " (TLS)" : "");
+      withheld_ = r.withheld;
     }
     if (client) return client;
     // One route: its sentence as it is. Several: each, tagged with its route.
@@ -167,7 +170,12 @@ std::unique_ptr<Client> Watcher::connect_any(std::string* error) {
 }
 
 std::string Watcher::failure(const Client& client, const char* command) const {
-  if (client.refused()) return std::string(command) + " refused: " + client.last_error();
+  if (client.refused()) {
+    std::lock_guard lock(mu_);
+    if (!withheld_.empty() && client.last_error().rfind("NOAUTH", 0) == 0)
+      return "it needs AUTH, and the credentials are not sent to it: " + withheld_;
+    return std::string(command) + " refused: " + client.last_error();
+  }
   // The transport's own sentences ("Redis at X did not reply in time") already name the server.
   const std::string& error = client.last_error();
   const std::string where = options_.address.str();

@@ -93,6 +93,9 @@ struct Route {
   // Reached from our own network namespace although the server is in another (Options::netns_pid):
   // the container's own address, when that namespace cannot be entered.
   bool outside = false;
+  // Why the password is not sent on this route ("" when it may be): a discovered server the operator
+  // did not allow (daemon/discovery.h). It is then asked without AUTH, and a NOAUTH says this.
+  std::string withheld{};
 };
 
 class Watcher {
@@ -104,6 +107,7 @@ class Watcher {
     std::shared_ptr<const TlsContext> tls{};  // null: no TLS
     pid_t netns_pid = 0;                    // reach the addresses from that process's namespaces
     bool outside = false;                   // address: see Route::outside
+    std::string withheld{};                 // address: see Route::withheld
     // Tried in order after address/tls, on every connect, when those fail (--discover's other
     // listeners of the same server); the first that answers is kept until its connection breaks.
     std::vector<Route> more_routes{};
@@ -191,6 +195,7 @@ class Watcher {
   void note_failure(uint64_t ts_ns, const std::string& error);
   bool reconnect_ = false;  // under mu_: set_credentials() was called
   std::string route_;       // under mu_
+  std::string withheld_;    // under mu_: the Route::withheld of the route in use
   std::atomic<bool> up_{false};
   std::atomic<uint64_t> failed_polls_{0};
   // The watcher thread's own: optional commands' backoffs, and the replica cap last logged.
