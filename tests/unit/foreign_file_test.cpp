@@ -6,11 +6,14 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -129,6 +132,40 @@ TEST_F(FakeRoot, ATooLargeFileIsRefused) {
   write(root_ / "lib" / "four", "four");
   EXPECT_TRUE(open("/lib/four", 4).fd);
   EXPECT_FALSE(open("/lib/four", 3).fd);
+}
+
+// A unix socket listening at `path`; its descriptor (closed by the caller's FileFd).
+FileFd listen_unix(const fs::path& path) {
+  FileFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path.c_str());
+  EXPECT_EQ(::bind(fd.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa), 0) << path;
+  EXPECT_EQ(::listen(fd.get(), 4), 0);
+  return fd;
+}
+
+// A container's Redis socket is reached inside the container: its own socket is, a symlink there to a
+// host socket is not (it would be reached with the daemon's privileges and sent the password), nor a
+// file that is not a socket.
+TEST_F(FakeRoot, ASocketIsOpenedInsideTheRootOnly) {
+  fs::create_directories(root_ / "run");
+  const FileFd own = listen_unix(root_ / "run" / "redis.sock");
+  const FileFd host = listen_unix(dir_ / "host" / "host.sock");
+  fs::create_symlink(dir_ / "host" / "host.sock", root_ / "run" / "link.sock");
+  std::string error;
+  const FileFd found = open_socket_in_root(root_fd_.get(), "/run/redis.sock", &error);
+  ASSERT_TRUE(found) << error;
+  // Reached through our own fd link, as the transport does.
+  FileFd client(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::snprintf(sa.sun_path, sizeof sa.sun_path, "/proc/self/fd/%d", found.get());
+  EXPECT_EQ(::connect(client.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa), 0) << std::strerror(errno);
+  EXPECT_FALSE(open_socket_in_root(root_fd_.get(), "/run/link.sock", &error));
+  EXPECT_FALSE(error.empty());
+  EXPECT_FALSE(open_socket_in_root(root_fd_.get(), "/etc/shadow", &error));
+  EXPECT_EQ(error, "not a socket");
 }
 
 TEST(ForeignFile, AMagicLinkIsNotFollowed) {

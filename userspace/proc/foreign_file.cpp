@@ -110,6 +110,35 @@ ForeignFile open_process_file(pid_t pid, const std::string& path, uint64_t max_b
   return open_in_root(root.get(), path, max_bytes);
 }
 
+FileFd open_process_socket(pid_t pid, const std::string& path, std::string* error) {
+  const std::string root_path = "/proc/" + std::to_string(pid) + "/root";
+  FileFd root(::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) {
+    if (error) *error = "cannot open " + root_path + ": " + errno_text(errno);
+    return {};
+  }
+  return open_socket_in_root(root.get(), path, error);
+}
+
+FileFd open_socket_in_root(int root_fd, const std::string& path, std::string* error) {
+  if (path.empty() || path.find('\0') != std::string::npos) {
+    if (error) *error = "not a path";
+    return {};
+  }
+  FileFd fd(open_path_in_root(root_fd, path));
+  if (!fd) {
+    const int err = errno;
+    if (error) *error = err == ENOSYS ? "the kernel has no openat2(2) (Linux 5.6+)" : errno_text(err);
+    return {};
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISSOCK(st.st_mode)) {
+    if (error) *error = "not a socket";
+    return {};
+  }
+  return fd;
+}
+
 std::optional<std::string> read_process_file(pid_t pid, const std::string& path, uint64_t max_bytes,
                                              std::string* error) {
   ForeignFile f = open_process_file(pid, path, max_bytes);

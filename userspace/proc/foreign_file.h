@@ -68,6 +68,13 @@ ForeignFile open_in_root(int root_fd, const std::string& path, uint64_t max_byte
 ForeignFile open_process_file(pid_t pid, const std::string& path, uint64_t max_bytes,
                               const std::optional<MappedRange>& range = std::nullopt);
 
+// A unix socket of process pid at `path`, resolved inside its root like a file above and checked to
+// be a socket: an O_PATH descriptor to connect to as /proc/self/fd/N. Invalid, and why in *error,
+// otherwise (a symlink to a host socket stays inside the root, where it names nothing).
+FileFd open_process_socket(pid_t pid, const std::string& path, std::string* error);
+// The same inside the directory root_fd as if it were "/".
+FileFd open_socket_in_root(int root_fd, const std::string& path, std::string* error);
+
 // The whole content of such a file (at most max_bytes, else nullopt with `error` set).
 std::optional<std::string> read_process_file(pid_t pid, const std::string& path, uint64_t max_bytes,
                                              std::string* error = nullptr);

@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "common/caps.h"
+#include "proc/foreign_file.h"
 
 namespace thptrace::redis {
 namespace {
@@ -259,21 +260,17 @@ std::string connect_fd(int fd, const sockaddr* sa, socklen_t len, Deadline deadl
 }
 
 Fd connect_unix(const Address& addr, pid_t netns_pid, Deadline deadline, std::string* why) {
-  // Through the process's root when it is not ours: /proc/PID/root/PATH may be longer than
-  // sun_path holds, so the socket file is opened with O_PATH and reached as /proc/self/fd/N.
+  // Through the process's root when it is not ours, resolved inside it (an absolute symlink there
+  // stays there: proc/foreign_file.h): /proc/PID/root/PATH may be longer than sun_path holds, so the
+  // socket file is opened with O_PATH and reached as /proc/self/fd/N.
   std::string path = addr.path;
-  Fd path_fd;
+  proc::FileFd path_fd;
   if (netns_pid != 0) {
-    int open_errno = 0;
     {
       const EffectiveForScope raised({CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH});
-      path_fd = Fd(::open(("/proc/" + std::to_string(netns_pid) + "/root" + addr.path).c_str(), O_PATH | O_CLOEXEC));
-      open_errno = errno;
+      path_fd = proc::open_process_socket(netns_pid, addr.path, why);
     }
-    if (path_fd.get() < 0) {
-      *why = errno_text(open_errno);
-      return Fd();
-    }
+    if (!path_fd) return Fd();
     path = "/proc/self/fd/" + std::to_string(path_fd.get());
   }
   int err = 0;
