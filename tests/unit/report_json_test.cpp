@@ -117,3 +117,41 @@ TEST(ReportJson, TimesRedisDidNotAnswerRoundTripAndAreAFinding) {
   // Without times it did not answer, the key is absent (the reports before it stay valid).
   EXPECT_FALSE(report::to_json(sample_report())["redis"].contains("unanswered"));
 }
+
+// The probe's figures: exact nearest ranks over the requests answered in a window, a request counted
+// over the clients' timeout when slower or unanswered.
+TEST(ClientLatency, NearestRanksOfTheRequestsAnsweredInTheWindow) {
+  std::vector<redis::ProbeSample> s;
+  for (uint64_t i = 0; i < 1000; ++i) s.push_back({i * 1'000'000, (i + 1) * 1000, false});  // 1 µs .. 1000 µs
+  s.push_back({2'000'000'000, 50'000'000, true});                                           // answered at 2.05 s
+  const auto all = redis::client_latency(s, 0, UINT64_MAX, 300);
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all->samples, 1001u);
+  EXPECT_DOUBLE_EQ(all->p50_us, 501);
+  EXPECT_DOUBLE_EQ(all->p999_us, 1000);
+  EXPECT_DOUBLE_EQ(all->max_us, 50'000);
+  EXPECT_EQ(all->over_timeout, 701u);  // 301 µs .. 1000 µs, and the failure
+  // By the time the reply came: the failure's request was due at 2 s and answered at 2.05 s.
+  const auto late = redis::client_latency(s, 2'010'000'000, 3'000'000'000, 300);
+  ASSERT_TRUE(late);
+  EXPECT_EQ(late->samples, 1u);
+  EXPECT_FALSE(redis::client_latency(s, 1'100'000'000, 1'900'000'000, 300));
+}
+
+// With the probe, each fork carries the two windows and the report the capture's own; the JSON reads
+// back to the same document. Without it no key is written (recorded reports stay byte-identical).
+TEST(ReportJson, ClientLatencyRoundTripsAndIsAbsentWithoutTheProbe) {
+  auto r = sample_report();
+  r.client_probe = report::ClientProbeSection{100, 300, 2, redis::ClientLatency{500, 80, 250, 9000, 33000, 7}};
+  r.forks[0].client_latency_during = redis::ClientLatency{150, 90, 31000, 33000, 33000, 5};
+  const auto j = report::to_json(r);
+  EXPECT_EQ(j["client_latency"]["whole_capture"]["max_us"], 33000.0);
+  EXPECT_EQ(j["forks"][0]["client_latency_during"]["over_timeout"], 5);
+  EXPECT_TRUE(j["forks"][0]["client_latency_before"].is_null());
+  const auto back = report::from_json(nlohmann::json::parse(j.dump()));
+  EXPECT_EQ(report::to_json(back).dump(), j.dump());
+  EXPECT_NE(report::to_text(r).find("clients felt: max 33.00 ms"), std::string::npos) << report::to_text(r);
+  const auto without = report::to_json(sample_report());
+  EXPECT_FALSE(without.contains("client_latency"));
+  EXPECT_FALSE(without["forks"][0].contains("client_latency_during"));
+}

@@ -28,6 +28,8 @@ struct CaptureOptions {
   size_t ringbuf_kb = 256;
   uint32_t sample_copies = kDefaultSampleCopies;  // 1 in N copies sampled with their stacks; 0 = off
   bool debuginfod = false;                        // the symbolizer may ask DEBUGINFOD_URLS
+  uint32_t latency_probe_hz = 100;                // with --redis: PINGs a second (redis/latency_probe.h); 0 = off
+  uint64_t client_timeout_us = 300;               // probes slower than this count as timeouts
 };
 
 // Validates the options, runs a CaptureSession, prints the report computed from its inputs

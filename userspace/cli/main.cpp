@@ -33,7 +33,7 @@ namespace {
 
 const char* kUsage =
     "usage: thptrace [--pid PID] [--redis HOST:PORT|unix:/PATH [--redis-tls ...]] [--duration SECONDS] [--json PATH]\n"
-    "                [--force-fallback] [--sample-copies N [--debuginfod]]\n"
+    "                [--force-fallback] [--sample-copies N [--debuginfod]] [--latency-probe HZ]\n"
     "         (--pid, --redis or both: the process serving a TCP --redis is found from the kernel's socket tables)\n"
     "       thptrace probe [--json]\n"
     "       thptrace daemon [--config PATH] [--listen ADDR:PORT] [--redis HOST:PORT|unix:/PATH ...] [--pid PID ...]\n"
@@ -61,6 +61,11 @@ int capture_main(int argc, char** argv) {
       "sample-copies", po::value<long long>()->default_value(cli::kDefaultSampleCopies),
       "sample 1 in N copy-on-write faults while a fork child lives, with the call stack, to say which code "
       "paths and mappings the copies come from (a power of two; 0 = off)")(
+      "latency-probe", po::value<long long>()->default_value(100),
+      "with --redis: PINGs a second on a connection of their own, each timed from its due time, for the "
+      "latency clients felt (0 = off)")(
+      "client-timeout-us", po::value<long long>()->default_value(300),
+      "the timeout of the server's clients, µs: probes slower than it are counted as timeouts")(
       "debuginfod",
       "ask the servers of DEBUGINFOD_URLS for debug files of the traced binaries that this host and "
       "the process lack (off: DEBUGINFOD_URLS is ignored)")("verbose,v", "print libbpf's messages and debug lines");
@@ -114,6 +119,8 @@ int capture_main(int argc, char** argv) {
     throw FatalError(kExitUsage, fmt::format("--sample-copies {}: expected 0 (off) or a power of two (1, 2, 4, ... "
                                              "1048576).",
                                              o.sample_copies));
+  o.latency_probe_hz = static_cast<uint32_t>(integer_in<UsageError>(vm, "latency-probe", 0, 10000));
+  o.client_timeout_us = static_cast<uint64_t>(integer_in<UsageError>(vm, "client-timeout-us", 1, 60'000'000));
   // libdw asks the servers named in DEBUGINFOD_URLS for what it misses: a network fetch, driven by
   // build ids a traced process chose, only on request. Unset before any thread starts.
   o.debuginfod = vm.count("debuginfod") > 0;

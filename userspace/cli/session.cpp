@@ -108,6 +108,18 @@ CaptureSession::CaptureSession(const CaptureOptions& o, const CaptureTarget& tar
                                   .idle_interval = std::chrono::milliseconds(o.idle_interval_ms),
                                   .on_snapshot = {}});
     });
+  if (target.redis && o.latency_probe_hz) {
+    inputs_.latency_probe_hz = o.latency_probe_hz;
+    inputs_.client_timeout_us = o.client_timeout_us;
+    latency_probe_ = in_thread_holding("thptrace-probe", watcher_caps, [&] {
+      return std::make_unique<redis::LatencyProbe>(redis::LatencyProbe::Options{
+          .routes = {{target.redis->address, redis::tls_for(target.redis->credentials, target.redis->address)}},
+          .connect = {.user = o.redis_settings.user,
+                      .password = target.redis->credentials.password,
+                      .timeout = std::chrono::milliseconds(2000)},
+          .hz = o.latency_probe_hz});
+    });
+  }
 }
 
 void CaptureSession::attach(const CaptureOptions& o, const CaptureTarget& target) {
@@ -241,6 +253,11 @@ report::CaptureInputs CaptureSession::run() {
   inputs_.dropped = tracer_->dropped();
   inputs_.samples = sampler_->stop();
   inputs_.cgroup_end = proc::read_memory_cgroup(inputs_.pid);
+  if (latency_probe_) {
+    inputs_.probe_samples = latency_probe_->stop();
+    inputs_.probe_missed = latency_probe_->missed();
+    inputs_.probe_dropped = latency_probe_->dropped();
+  }
   if (watcher_) {
     inputs_.timeline = watcher_->stop();
     inputs_.facts = watcher_->facts();

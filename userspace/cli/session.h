@@ -13,6 +13,7 @@
 #include "proc/proc.h"
 #include "proc/sampler.h"
 #include "redis/client.h"
+#include "redis/latency_probe.h"
 #include "redis/watcher.h"
 #include "report/inputs.h"
 #include "symbolize/resolver.h"
@@ -55,6 +56,7 @@ class CaptureSession {
   std::unique_ptr<tracer::Tracer> tracer_;
   std::unique_ptr<proc::Sampler> sampler_;
   std::unique_ptr<redis::Watcher> watcher_;
+  std::unique_ptr<redis::LatencyProbe> latency_probe_;  // with --redis and --latency-probe
   std::unique_ptr<symbolize::Resolver> resolver_;  // while copies are sampled
 };
 

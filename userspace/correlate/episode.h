@@ -9,6 +9,7 @@
 
 #include "correlate/copies.h"
 #include "correlate/replicas.h"
+#include "redis/latency_probe.h"
 
 namespace thptrace::correlate {
 
@@ -49,6 +50,10 @@ struct ForkEpisode {
   uint64_t compaction_stalls = 0, reclaim_stalls = 0;
   double compaction_ms = 0, reclaim_ms = 0;
   std::optional<LatencyWindow> latency_during, latency_before;
+  // What a client felt (redis/latency_probe.h): the probe's requests answered from the fork's start
+  // (its freeze included) to the child's exit, and in the window of the same length before. Unset
+  // when the probe did not run or nothing was answered in the window.
+  std::optional<redis::ClientLatency> client_latency_during, client_latency_before;
   // The replicas' full syncs this fork served (INFO replication), in the order they appeared.
   std::vector<ReplicaSync> replicas;
   // Where the parent's copies came from (sampled, --sample-copies); nullopt when sampling was off.

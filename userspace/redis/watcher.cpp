@@ -134,6 +134,27 @@ std::string Watcher::route() const {
   return route_.empty() ? options_.address.str() : route_;
 }
 
+std::unique_ptr<Client> connect_first(const std::vector<Route>& routes, const ConnectOptions& base, pid_t netns_pid,
+                                      const std::atomic<bool>& stop, size_t* used, std::string* error) {
+  std::string why;
+  for (size_t i = 0; i < routes.size() && !stop; ++i) {
+    const Route& r = routes[i];
+    ConnectOptions o = base;
+    o.tls = r.tls;
+    o.netns_pid = r.outside ? 0 : netns_pid;
+    if (!r.withheld.empty()) o.user = o.password = "";  // asked as the default user, without AUTH
+    ConnectError e;
+    auto client = Client::connect(r.address, o, &e);
+    if (used) *used = i;
+    if (client) return client;
+    // One route: its sentence as it is. Several: each, tagged with its route.
+    if (routes.size() == 1) why = e.sentence;
+    else why += (why.empty() ? "" : "; ") + std::string(r.tls ? "TLS: " : "") + e.sentence;
+  }
+  if (error) *error = why;
+  return nullptr;
+}
+
 std::unique_ptr<Client> Watcher::connect_any(std::string* error) {
   std::vector<Route> routes;
   ConnectOptions connect_options;
@@ -146,27 +167,14 @@ std::unique_ptr<Client> Watcher::connect_any(std::string* error) {
         .user = options_.user, .password = options_.password, .timeout = options_.timeout, .ping = routes.size() > 1};
     netns_pid = options_.netns_pid;
   }
-  std::string why;
-  for (const auto& r : routes) {
-    if (stop_) break;
-    ConnectOptions o = connect_options;
-    o.tls = r.tls;
-    o.netns_pid = r.outside ? 0 : netns_pid;
-    if (!r.withheld.empty()) o.user = o.password = "";  // asked as the default user, without AUTH
-    ConnectError e;
-    auto client = Client::connect(r.address, o, &e);
-    {
-      std::lock_guard lock(mu_);
-      route_ = r.address.str() + (r.tls ? " (TLS)" : "");
-      withheld_ = r.withheld;
-    }
-    if (client) return client;
-    // One route: its sentence as it is. Several: each, tagged with its route.
-    if (routes.size() == 1) why = e.sentence;
-    else why += (why.empty() ? "" : "; ") + std::string(r.tls ? "TLS: " : "") + e.sentence;
+  size_t used = routes.size();
+  auto client = connect_first(routes, connect_options, netns_pid, stop_, &used, error);
+  if (used < routes.size()) {
+    std::lock_guard lock(mu_);
+    route_ = routes[used].address.str() + (routes[used].tls ? " (TLS)" : "");
+    withheld_ = routes[used].withheld;
   }
-  if (error) *error = why;
-  return nullptr;
+  return client;
 }
 
 std::string Watcher::failure(const Client& client, const char* command) const {

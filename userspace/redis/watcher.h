@@ -98,6 +98,12 @@ struct Route {
   std::string withheld{};
 };
 
+// Connects by the first of routes that answers (each with its TLS, its namespace: netns_pid unless
+// the route is outside, and without AUTH where the route withholds it); null and why in *error when
+// none does (each route's sentence, tagged when there are several). *used: the index of the route.
+std::unique_ptr<Client> connect_first(const std::vector<Route>& routes, const ConnectOptions& base, pid_t netns_pid,
+                                      const std::atomic<bool>& stop, size_t* used, std::string* error);
+
 class Watcher {
  public:
   struct Options {

@@ -23,6 +23,19 @@ void attribute_forks(const CaptureInputs& in, std::vector<correlate::ForkEpisode
   }
 }
 
+// Each fork's client latency: the probe's requests answered from the start of the fork() call (its
+// freeze) to the child's exit (the capture's end for a child that outlived it), and before it.
+void client_latency_of_forks(const CaptureInputs& in, std::vector<correlate::ForkEpisode>& forks) {
+  for (auto& f : forks) {
+    const auto freeze_ns = static_cast<uint64_t>(f.fork_duration_us.value_or(0) * 1e3);
+    const uint64_t from = f.fork_ts_ns > freeze_ns ? f.fork_ts_ns - freeze_ns : 0;
+    const uint64_t to = f.exit_ts_ns ? f.exit_ts_ns : in.end_ns;
+    f.client_latency_during = redis::client_latency(in.probe_samples, from, to, in.client_timeout_us);
+    if (from > to - from)
+      f.client_latency_before = redis::client_latency(in.probe_samples, from - (to - from), from, in.client_timeout_us);
+  }
+}
+
 }  // namespace
 
 Report assemble(const CaptureInputs& in) {
@@ -67,6 +80,11 @@ Report assemble(const CaptureInputs& in) {
     for (const auto& f : r.forks) r.totals.thp_splits += f.thp_splits;
   }
   if (in.sample_every) attribute_forks(in, r.forks);
+  if (in.latency_probe_hz) {
+    client_latency_of_forks(in, r.forks);
+    r.client_probe = ClientProbeSection{in.latency_probe_hz, in.client_timeout_us, in.probe_missed,
+                                        redis::client_latency(in.probe_samples, 0, UINT64_MAX, in.client_timeout_us)};
+  }
   r.sample_every = in.sample_every;
   r.copy_samples_dropped = in.copy_samples_dropped;
   for (const auto& f : r.forks) {

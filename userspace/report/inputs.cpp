@@ -322,6 +322,14 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
                    {"leaf_module", x.leaf_module},
                    {"whole", x.whole}});
   }
+  if (in.latency_probe_hz) {
+    auto& p = j["latency_probe"] = {{"hz", in.latency_probe_hz},
+                                    {"client_timeout_us", in.client_timeout_us},
+                                    {"missed", in.probe_missed},
+                                    {"dropped", in.probe_dropped}};
+    auto& rows = p["samples"] = ordered_json::array();
+    for (const auto& x : in.probe_samples) rows.push_back({x.due_ns, x.latency_ns, x.failed ? 1 : 0});  // a long series
+  }
   return j;
 }
 
@@ -401,6 +409,17 @@ CaptureInputs inputs_from_json(const json& j) {
       in.copy_samples.push_back({x.at("ts_ns").get<uint64_t>(), x.at("address").get<uint64_t>(),
                                  x.at("mapping").get<std::string>(), x.at("frames").get<std::vector<std::string>>(),
                                  x.at("leaf_module").get<std::string>(), x.at("whole").get<bool>()});
+  if (j.contains("latency_probe")) {
+    const auto& p = j.at("latency_probe");
+    in.latency_probe_hz = p.at("hz").get<uint32_t>();
+    in.client_timeout_us = p.at("client_timeout_us").get<uint64_t>();
+    in.probe_missed = p.at("missed").get<uint64_t>();
+    in.probe_dropped = p.at("dropped").get<uint64_t>();
+    for (const auto& x : p.at("samples")) {
+      const auto row = x.get<std::array<uint64_t, 3>>();
+      in.probe_samples.push_back({row[0], row[1], row[2] != 0});
+    }
+  }
   return in;
 }
 

@@ -16,6 +16,7 @@
 #include "proc/cgroup.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
+#include "redis/latency_probe.h"
 #include "redis/watcher.h"
 #include "tracer/abi.h"
 #include "tracer/probe.h"
@@ -67,6 +68,12 @@ struct CaptureInputs {
   uint32_t sample_every = 0;
   uint64_t copy_samples_dropped = 0;
   std::vector<correlate::CopySample> copy_samples;
+  // The client-latency probe (--latency-probe HZ with --redis; redis/latency_probe.h): its requests,
+  // the due times it missed (an outage) and the samples past its bound. Written only when it ran.
+  uint32_t latency_probe_hz = 0;
+  uint64_t client_timeout_us = 0;
+  uint64_t probe_missed = 0, probe_dropped = 0;
+  std::vector<redis::ProbeSample> probe_samples;
 };
 
 // One record of each kind, as inputs_to_json writes it (the daemon's recordings use them too).

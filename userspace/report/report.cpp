@@ -23,6 +23,12 @@ ordered_json latency_json(const std::optional<correlate::LatencyWindow>& w) {
   return {{"calls", w->calls}, {"p50_us", w->p50_us}, {"p99_us", w->p99_us}, {"p999_us", w->p999_us}, {"max_us", w->max_us}};
 }
 
+ordered_json client_latency_json(const std::optional<redis::ClientLatency>& c) {
+  if (!c) return nullptr;
+  return {{"samples", c->samples}, {"p50_us", c->p50_us}, {"p99_us", c->p99_us},
+          {"p999_us", c->p999_us}, {"max_us", c->max_us}, {"over_timeout", c->over_timeout}};
+}
+
 // A kernel timestamp as ms from the capture's start (negative before it); null when unset (0).
 ordered_json offset_ms(uint64_t ts_ns, uint64_t start_ns) {
   if (ts_ns == 0) return nullptr;
@@ -81,6 +87,17 @@ std::string replica_line(const correlate::ReplicaSync& s) {
   return fmt::format("           replica {} ({}): {}{}; offset {}", s.address, how, states, end, s.offset);
 }
 
+// A fork's row, continued: what the latency probe's requests felt during it and before it.
+std::string client_latency_line(const redis::ClientLatency& d, const std::optional<redis::ClientLatency>& b,
+                                uint64_t timeout_us) {
+  const auto figures = [timeout_us](const redis::ClientLatency& c) {
+    return fmt::format("max {:.2f} ms, p99.9 {:.2f} ms, p50 {:.0f} µs, {} of {} over {} µs", c.max_us / 1e3,
+                       c.p999_us / 1e3, c.p50_us, c.over_timeout, c.samples, timeout_us);
+  };
+  return fmt::format("           clients felt: {} during; {}", figures(d),
+                     b ? figures(*b) + " before" : std::string("nothing measured before"));
+}
+
 // Every string value of the document made valid UTF-8 in place: names from /proc, symbols and Redis
 // replies reach the report unchecked, and the JSON writer throws on an invalid byte. The keys are
 // this file's own.
@@ -121,6 +138,11 @@ ordered_json to_json(const Report& r) {
     j["capture"]["sample_copies"] = r.sample_every;
     j["capture"]["copy_samples_dropped"] = r.copy_samples_dropped;
   }
+  if (r.client_probe)
+    j["client_latency"] = {{"probe_hz", r.client_probe->hz},
+                           {"client_timeout_us", r.client_probe->client_timeout_us},
+                           {"missed", r.client_probe->missed},
+                           {"whole_capture", client_latency_json(r.client_probe->whole)}};
   ordered_json forks = ordered_json::array();
   for (const auto& e : r.forks) {
     ordered_json f = {{"child_pid", e.child_pid},
@@ -146,6 +168,10 @@ ordered_json to_json(const Report& r) {
                       {"latency_during", latency_json(e.latency_during)},
                       {"latency_before", latency_json(e.latency_before)},
                       {"replicas", replicas_json(e.replicas, r.start_monotonic_ns)}};
+    if (r.client_probe) {
+      f["client_latency_during"] = client_latency_json(e.client_latency_during);
+      f["client_latency_before"] = client_latency_json(e.client_latency_before);
+    }
     if (e.copies) f["copies"] = copies_json(*e.copies);
     forks.push_back(std::move(f));
   }
@@ -309,6 +335,8 @@ std::string to_text(const Report& r) {
                        correlate::reason_name(e.reason), fmt_opt(e.fork_duration_us, "{:.0f}"),
                        e.child_lifetime_ms ? fmt::format("{:.1f}", *e.child_lifetime_ms) : std::string("alive"),
                        e.cow_faults, e.child_cow_faults, e.thp_splits, lat(e.latency_during), lat(e.latency_before)));
+      if (r.client_probe && e.client_latency_during)
+        line(client_latency_line(*e.client_latency_during, e.client_latency_before, r.client_probe->client_timeout_us));
       if (e.fault_avg_ns)
         line(fmt::format("           COW fault handler: avg {:.0f} ns; huge-PMD faults {}", *e.fault_avg_ns,
                          e.huge_cow_faults));
@@ -368,6 +396,13 @@ std::optional<double> opt_from(const json& j, const char* key) {
 uint64_t ts_from(const json& v, uint64_t start_ns) {
   if (v.is_null()) return 0;
   return static_cast<uint64_t>(static_cast<int64_t>(start_ns) + std::llround(v.get<double>() * 1e6));
+}
+
+std::optional<redis::ClientLatency> client_latency_from(const json& v) {
+  if (v.is_null()) return std::nullopt;
+  return redis::ClientLatency{v.at("samples").get<uint64_t>(), v.at("p50_us").get<double>(),
+                              v.at("p99_us").get<double>(),    v.at("p999_us").get<double>(),
+                              v.at("max_us").get<double>(),    v.at("over_timeout").get<uint64_t>()};
 }
 
 std::optional<correlate::LatencyWindow> latency_from(const json& v) {
@@ -433,6 +468,11 @@ Report from_json(const nlohmann::json& j) {
   r.huge_alloc.mode = huge_alloc == "off" ? tracer::Mode::unavailable : mode_named(huge_alloc);
   r.probes.forced_fallback = probes.at("forced_fallback").get<bool>();
   r.duration_s = j.at("capture").at("duration_s").get<double>();
+  if (j.contains("client_latency")) {
+    const auto& c = j.at("client_latency");
+    r.client_probe = ClientProbeSection{c.at("probe_hz").get<uint32_t>(), c.at("client_timeout_us").get<uint64_t>(),
+                                        c.at("missed").get<uint64_t>(), client_latency_from(c.at("whole_capture"))};
+  }
   r.start_monotonic_ns = j.at("capture").at("start_monotonic_ns").get<uint64_t>();
   r.sample_every = j.at("capture").value("sample_copies", 0U);
   r.copy_samples_dropped = j.at("capture").value("copy_samples_dropped", uint64_t{0});
@@ -464,6 +504,10 @@ Report from_json(const nlohmann::json& j) {
     if (f.contains("replicas"))  // optional in the schema: reports from before the replicas
       for (const auto& x : f.at("replicas")) e.replicas.push_back(replica_from(x, r.start_monotonic_ns));
     if (f.contains("copies")) e.copies = copies_from(f.at("copies"));
+    if (f.contains("client_latency_during")) {
+      e.client_latency_during = client_latency_from(f.at("client_latency_during"));
+      e.client_latency_before = client_latency_from(f.at("client_latency_before"));
+    }
     r.forks.push_back(std::move(e));
   }
   const auto& t = j.at("totals");

@@ -34,6 +34,16 @@ struct RedisSection {
   std::vector<std::string> refused;
 };
 
+// The client-latency probe of a capture with --redis (redis/latency_probe.h): its rate, the timeout
+// its slow requests are counted against, the due times it missed (outages) and the whole capture's
+// figures.
+struct ClientProbeSection {
+  uint32_t hz = 0;
+  uint64_t client_timeout_us = 0;
+  uint64_t missed = 0;
+  std::optional<redis::ClientLatency> whole;
+};
+
 // What the forks' copy-on-write ran against: the memory cgroup the process is charged to (v1 or v2)
 // and the system's MemAvailable, over the capture.
 struct CgroupSection {
@@ -108,6 +118,7 @@ struct Report {
   std::vector<correlate::ForkEpisode> forks;
   correlate::Totals totals;
   std::optional<RedisSection> redis;  // set when --redis was given
+  std::optional<ClientProbeSection> client_probe;  // set when the probe ran
   MemorySection memory;
   std::optional<ReplicationSection> replication;  // set when a replica synced or sync_full grew
   // Copy sampling (--sample-copies): 1 in sample_every, 0 when off; samples the kernel dropped.

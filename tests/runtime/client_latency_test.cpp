@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: Apache-2.0
+// The client-latency probe (--latency-probe, redis/latency_probe.h) against a real redis-server with
+// freezes of known length: DEBUG SLEEP 0.2 stops the event loop for 200 ms, and the probe must show a
+// request of about 200 ms and every request due in it as slower than the clients' timeout; a fork of
+// a loaded server freezes it for the fork's own measured duration, and the fork's window must show a
+// request of about that length while the window before shows none.
+#include <signal.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "harness.h"
+
+using namespace thptrace::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A capture of redis at `hz` probes a second around body(); its JSON report.
+template <typename Body>
+nlohmann::json capture_with_probe(const RedisServer& redis, int hz, Body body) {
+  const std::string dir = make_temp_dir("thptrace-client-latency-");
+  const std::string json = dir + "/report.json";
+  Process tracer({thptrace_bin(), "--redis", redis.address(), "--json", json, "--latency-probe", std::to_string(hz),
+                  "--sample-copies", "0"});
+  EXPECT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
+  std::this_thread::sleep_for(500ms);
+  body();
+  std::this_thread::sleep_for(500ms);
+  tracer.signal(SIGINT);
+  EXPECT_EQ(tracer.wait(60s), 0) << tracer.err();
+  auto j = std::filesystem::exists(json) ? read_json(json) : nlohmann::json();
+  std::filesystem::remove_all(dir);
+  return j;
+}
+
+}  // namespace
+
+TEST(ClientLatency, AFrozenEventLoopShowsAtItsFullLength) {
+  REQUIRE_BPF();
+  RedisServer redis;
+  const auto report = capture_with_probe(redis, 100, [&] { redis.cmd({"DEBUG", "SLEEP", "0.2"}); });
+  ASSERT_TRUE(report.contains("client_latency")) << report.dump(1);
+  const auto& c = report["client_latency"];
+  EXPECT_EQ(c["probe_hz"], 100);
+  EXPECT_EQ(c["client_timeout_us"], 300);
+  EXPECT_EQ(c["missed"], 0);
+  const auto& whole = c["whole_capture"];
+  ASSERT_TRUE(whole.is_object()) << c.dump(1);
+  // The request due at the sleep's start waited all of it; the 19 due after it, each from its own
+  // due time, less and less. Not one request of 200 ms among a few, as a probe timed from its send
+  // would say.
+  EXPECT_GE(whole["max_us"].get<double>(), 190'000) << whole.dump();
+  EXPECT_LE(whole["max_us"].get<double>(), 400'000) << whole.dump();
+  EXPECT_GE(whole["over_timeout"].get<uint64_t>(), 18u) << whole.dump();
+  // About 100 a second over the capture (at least 1.2 s of it).
+  EXPECT_GE(whole["samples"].get<uint64_t>(), 100u) << whole.dump();
+  EXPECT_LT(whole["p50_us"].get<double>(), 10'000) << whole.dump();
+}
+
+TEST(ClientLatency, AForkFreezesClientsForItsDuration) {
+  REQUIRE_BPF();
+  RedisServer redis;
+  for (int i = 0; i < 5; ++i) redis.cmd({"DEBUG", "POPULATE", "100000", "key" + std::to_string(i), "400"});
+  const auto report = capture_with_probe(redis, 1000, [&] {
+    redis.cmd({"BGSAVE"});
+    for (int i = 0; i < 300 && redis.info_field("rdb_bgsave_in_progress") != "0"; ++i)
+      std::this_thread::sleep_for(50ms);
+  });
+  ASSERT_TRUE(report.contains("forks")) << report.dump(1);
+  ASSERT_EQ(report["forks"].size(), 1u) << report["forks"].dump(1);
+  const auto& f = report["forks"][0];
+  ASSERT_TRUE(f["fork_duration_us"].is_number()) << f.dump(1);
+  const double fork_us = f["fork_duration_us"].get<double>();
+  const auto& during = f["client_latency_during"];
+  const auto& before = f["client_latency_before"];
+  ASSERT_TRUE(during.is_object()) << f.dump(1);
+  ASSERT_TRUE(before.is_object()) << f.dump(1);
+  // A request due within the first millisecond of the freeze (1,000 a second) waited the rest of it.
+  EXPECT_GE(during["max_us"].get<double>(), fork_us - 1'500) << "fork " << fork_us << " us: " << during.dump();
+  EXPECT_GT(during["max_us"].get<double>(), before["max_us"].get<double>()) << f.dump(1);
+  EXPECT_GE(during["over_timeout"].get<uint64_t>(), 1u) << during.dump();
+}
