@@ -3,10 +3,14 @@
 // BGSAVE, a full sync and a Redis restart happen, and counters must move by the right amounts.
 #include <signal.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
+
+#include <fmt/core.h>
 
 #include "harness.h"
 #include "proc/proc.h"
@@ -273,3 +277,73 @@ TEST_P(DaemonSlowIdle, ReasonsStayRight) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, DaemonSlowIdle, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "InfoOnly" : "Uprobes"; });
+
+namespace {
+
+// A series of thptrace_redis_client_latency_seconds: the line that names all of `labels`, whatever
+// their order; nullopt when there is none.
+std::optional<double> client_latency(const std::string& scrape, const std::string& suffix,
+                                     const std::vector<std::string>& labels) {
+  std::istringstream in(scrape);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("thptrace_redis_client_latency_seconds" + suffix + "{", 0) != 0) continue;
+    const auto close = line.find("} ");
+    if (close == std::string::npos) continue;
+    const std::string names = line.substr(0, close);
+    if (std::all_of(labels.begin(), labels.end(), [&](const auto& l) { return names.find(l) != std::string::npos; }))
+      return std::stod(line.substr(close + 2));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+// The latency probe per target, by phase: DEBUG SLEEP 0.2 while no fork lives puts about 20 requests
+// in the idle phase's slow buckets (each due one timed from its due time); a BGSAVE of a loaded
+// server puts a request of about the fork's own duration in the fork phase.
+TEST(Daemon, ClientLatencyByPhaseShowsTheFreezes) {
+  REQUIRE_BPF();
+  RedisServer redis;
+  for (int i = 0; i < 5; ++i) redis.cmd({"DEBUG", "POPULATE", "100000", "key" + std::to_string(i), "400"});
+  const std::string target = redis.address();
+  Daemon d({"--redis", target, "--latency-probe", "1000"});
+  ASSERT_TRUE(d.wait_for(series("thptrace_rss_bytes", target), [](double v) { return v > 0; })) << d.proc().err();
+  const std::string t = "target=\"" + target + "\"";
+  const auto idle_slow = [&] {
+    const std::string s = d.scrape();
+    const auto count = client_latency(s, "_count", {t, "phase=\"idle\""});
+    const auto fast = client_latency(s, "_bucket", {t, "phase=\"idle\"", "le=\"0.1\""});
+    return count && fast ? *count - *fast : 0.0;
+  };
+  for (int i = 0; i < 50 && client_latency(d.scrape(), "_count", {t, "phase=\"idle\""}).value_or(0) == 0; ++i)
+    std::this_thread::sleep_for(100ms);
+  ASSERT_GT(client_latency(d.scrape(), "_count", {t, "phase=\"idle\""}).value_or(0), 0) << d.scrape();
+  redis.cmd({"DEBUG", "SLEEP", "0.2"});
+  double slow = 0;
+  for (int i = 0; i < 50 && slow < 90; ++i, std::this_thread::sleep_for(100ms)) slow = idle_slow();
+  // At 1,000 a second, the requests due in the sleep's first 100 ms waited more than 100 ms.
+  EXPECT_GE(slow, 90) << d.scrape();
+  EXPECT_LE(slow, 110) << d.scrape();
+  redis.cmd({"BGSAVE"});
+  ASSERT_EQ(d.wait_for(
+                series("thptrace_forks_total", target, "bgsave"), [](double v) { return v >= 1; }, 60s),
+            1);
+  for (int i = 0; i < 300 && redis.info_field("rdb_bgsave_in_progress") != "0"; ++i) std::this_thread::sleep_for(50ms);
+  std::this_thread::sleep_for(1500ms);  // the probe's samples are taken once a second
+  const std::string s = d.scrape();
+  const auto fork_s = metric_value(s, series("thptrace_fork_duration_seconds_sum", target, "bgsave"));
+  ASSERT_TRUE(fork_s) << s;
+  const auto fork_count = client_latency(s, "_count", {t, "phase=\"fork\""});
+  ASSERT_TRUE(fork_count) << s;
+  // The largest bucket bound under half the fork's duration: a request answered during the fork
+  // took more than that.
+  double bound = 0;
+  for (const double b : {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05})
+    if (b < *fork_s / 2) bound = b;
+  ASSERT_GT(bound, 0) << "fork of " << *fork_s << " s";
+  const auto under = client_latency(s, "_bucket", {t, "phase=\"fork\"", "le=\"" + fmt::format("{}", bound) + "\""});
+  ASSERT_TRUE(under) << s;
+  EXPECT_GE(*fork_count - *under, 1) << "fork of " << *fork_s << " s, bound " << bound << "\n" << s;
+  d.proc().signal(SIGTERM);
+  EXPECT_EQ(d.proc().wait(30s), 0) << d.proc().err();
+}

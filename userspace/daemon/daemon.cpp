@@ -119,8 +119,10 @@ Daemon::~Daemon() {
   // A watcher may be inside a connect that tries several routes, each with its own timeout: stop
   // them all at once, not one after the other (--discover may watch dozens).
   std::vector<std::thread> stopping;
-  for (auto& t : targets_)
+  for (auto& t : targets_) {
     if (t->watcher) stopping.emplace_back([w = t->watcher.get()] { w->stop(); });
+    if (t->probe) stopping.emplace_back([p = t->probe.get()] { p->stop(); });
+  }
   for (auto& s : stopping) s.join();
 }
 
@@ -154,6 +156,19 @@ Daemon::Target& Daemon::add_target(const std::string& label, std::vector<redis::
                                   std::lock_guard lock(inbox_mu_);
                                   inbox_.emplace_back(id, s);
                                 }});
+    if (options_.latency_probe_hz) {
+      const std::vector<int> caps = netns_pid ? kNetnsCapabilities : std::vector<int>{};
+      t->probe = in_thread_holding("thptrace-probe", caps, [&] {
+        return std::make_unique<redis::LatencyProbe>(
+            redis::LatencyProbe::Options{.routes = routes,
+                                         .connect = {.user = options_.redis_settings.user,
+                                                     .password = credentials_.password,
+                                                     .timeout = std::chrono::milliseconds(2000),
+                                                     .ping = routes.size() > 1},
+                                         .netns_pid = netns_pid,
+                                         .hz = options_.latency_probe_hz});
+      });
+    }
   }
   targets_.push_back(std::move(t));
   return *targets_.back();
@@ -194,6 +209,7 @@ void Daemon::remove_exited() {
     log::warn("{}: the discovered server exited; no longer watched", t->label);
     exporter_->remove_target(t->id);
     if (t->watcher) retiring_.push_back(std::async(std::launch::async, [w = std::move(t->watcher)] { w->stop(); }));
+    if (t->probe) retiring_.push_back(std::async(std::launch::async, [p = std::move(t->probe)] { p->stop(); }));
     return true;
   });
 }
@@ -333,6 +349,7 @@ void Daemon::housekeeping() {
   const auto now = std::chrono::steady_clock::now();
   for (auto& t : targets_) {
     report_reachability(*t);
+    if (t->probe) exporter_->on_probe_samples(t->id, t->probe->take());
     const bool busy = t->pid && !exporter_->open_children(t->id).empty();
     if (t->watcher) t->watcher->set_busy(busy);
     if (t->pid && !proc::process_exists(t->pid)) lose_process(*t);
@@ -408,8 +425,10 @@ void Daemon::reload_credentials() {
   }
   credentials_ = std::move(*credentials);
   if (options_.discover) discover_tls_ = discovery_tls();
-  for (auto& t : targets_)
+  for (auto& t : targets_) {
     if (t->watcher) t->watcher->set_credentials(credentials_.password, t->discovered ? discover_tls_ : credentials_.tls);
+    if (t->probe) t->probe->set_password(credentials_.password);
+  }
   fmt::print(stderr, "thptrace: SIGHUP: reloaded the Redis password and TLS files\n");
 }
 

@@ -23,6 +23,7 @@
 #include "daemon/options.h"
 #include "proc/sampler.h"
 #include "redis/credentials.h"
+#include "redis/latency_probe.h"
 #include "redis/watcher.h"
 #include "tracer/tracer.h"
 
@@ -72,6 +73,7 @@ class Daemon {
     std::vector<redis::Snapshot> held;
     uint64_t lost_ns = 0;  // CLOCK_MONOTONIC when its last process was seen gone
     std::unique_ptr<redis::Watcher> watcher;
+    std::unique_ptr<redis::LatencyProbe> probe;  // with routes and --latency-probe
     std::string reported_error;  // the unreachable reason last logged, "" while reachable
     bool untraced = false;       // pid set, but the targets map had no room for it
     // The last full /proc sample of pid, refreshed cheaply in the rounds between full ones.
@@ -135,7 +137,7 @@ class Daemon {
   // By target id: a snapshot of a target removed since is dropped.
   std::vector<std::pair<Exporter::TargetId, redis::Snapshot>> inbox_;
   Locator locator_;
-  std::vector<std::future<void>> retiring_;  // watchers of removed targets, stopping
+  std::vector<std::future<void>> retiring_;  // watchers and probes of removed targets, stopping
   std::set<pid_t> declined_;                 // servers --max-discovered left out (logged once each)
   std::chrono::steady_clock::time_point next_upkeep_{};
   std::map<std::string, std::pair<uint64_t, uint64_t>> program_cost_;  // name -> (runs, ns) exported

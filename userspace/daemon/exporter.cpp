@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "daemon/exporter.h"
 
+#include <algorithm>
+
 #include "report/inputs.h"
 
 namespace thptrace::daemon {
@@ -60,7 +62,17 @@ void Exporter::on_event(TargetId id, const thptrace_event& e) {
   record({{"event", report::event_json(e)}, {"target", t.label}});
   t.correlator.on_event(e);
   switch (e.type) {
-    case EV_FORK: metrics_.on_fork_started(t.label); break;
+    case EV_FORK:
+      metrics_.on_fork_started(t.label);
+      if (t.fork_windows.size() < kMaxForkWindows) t.fork_windows[e.child_pid] = {e.ts_ns, 0};
+      break;
+    case EV_FORK_RETURN:
+      if (const auto it = t.fork_windows.find(e.child_pid); it != t.fork_windows.end() && e.start_ns)
+        it->second.from_ns = std::min<uint64_t>(it->second.from_ns, e.start_ns);
+      break;
+    case EV_CHILD_EXIT:
+      if (const auto it = t.fork_windows.find(e.child_pid); it != t.fork_windows.end()) it->second.to_ns = e.ts_ns;
+      break;
     case EV_STALL:
       metrics_.on_stall(t.label, e.value == STALL_COMPACTION, static_cast<double>(e.ts_ns - e.start_ns) / 1e9);
       break;
@@ -129,6 +141,27 @@ void Exporter::forget(TargetId id, uint32_t child_pid) {
   Target& t = targets_.at(id);
   record({{"forget", t.label}, {"child_pid", child_pid}});
   if (t.correlator.forget(child_pid)) metrics_.on_fork_lost(t.label);
+  t.fork_windows.erase(child_pid);
+}
+
+void Exporter::on_probe_samples(TargetId id, const std::vector<redis::ProbeSample>& samples) {
+  Target& t = targets_.at(id);
+  if (record_ && !samples.empty()) {
+    auto rows = nlohmann::ordered_json::array();
+    for (const auto& x : samples) rows.push_back({x.due_ns, x.latency_ns, x.failed ? 1 : 0});
+    record({{"probe", t.label}, {"samples", std::move(rows)}});
+  }
+  uint64_t newest = 0;
+  for (const auto& x : samples) {
+    const uint64_t done = x.done_ns();
+    newest = std::max(newest, done);
+    const bool during_fork = std::any_of(t.fork_windows.begin(), t.fork_windows.end(), [done](const auto& kv) {
+      return done >= kv.second.from_ns && (kv.second.to_ns == 0 || done <= kv.second.to_ns);
+    });
+    metrics_.observe_client_latency(t.label, during_fork, static_cast<double>(x.latency_ns) / 1e9);
+  }
+  std::erase_if(t.fork_windows,
+                [newest](const auto& kv) { return kv.second.to_ns && kv.second.to_ns + kForkWindowKeepNs < newest; });
 }
 
 void Exporter::export_episode(Target& t, const correlate::ForkEpisode& e) {

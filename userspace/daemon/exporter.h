@@ -19,6 +19,7 @@
 #include "daemon/metrics.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
+#include "redis/latency_probe.h"
 #include "redis/watcher.h"
 #include "tracer/abi.h"
 #include "tracer/probe.h"
@@ -57,6 +58,9 @@ class Exporter {
   void on_event(TargetId t, const thptrace_event& e);
   void on_snapshot(TargetId t, const redis::Snapshot& s);
   void on_housekeeping(const Housekeeping& h);
+  // The latency probe's requests since the last call: each observed in the fork phase when a fork
+  // child of the target lived when its reply came (from the clone's entry to the child's exit).
+  void on_probe_samples(TargetId t, const std::vector<redis::ProbeSample>& samples);
   // Forks of the target whose child has not been seen exiting; forget() lets go of one whose child
   // is gone (the daemon checks /proc), so it pins no history and no fork stays in progress.
   std::vector<uint32_t> open_children(TargetId t) const { return targets_.at(t).correlator.open_children(); }
@@ -73,7 +77,16 @@ class Exporter {
     thptrace_target last{};  // kernel counters already exported
     // The last full sync of each replica, by address, with when: a later one is a repeat.
     std::map<std::string, uint64_t> dropped_at{};
+    // The recent forks' windows, by child: from the clone's entry (its fork's timestamp until the
+    // return is seen) to the child's exit (0 while it lives). Kept for kForkWindowKeepNs after the
+    // exit, for probe samples that arrive late.
+    struct ForkWindow {
+      uint64_t from_ns = 0, to_ns = 0;
+    };
+    std::map<uint32_t, ForkWindow> fork_windows{};
   };
+  static constexpr uint64_t kForkWindowKeepNs = 10'000'000'000;
+  static constexpr size_t kMaxForkWindows = 256;
   void export_replica_syncs(Target& t);
   void export_episode(Target& t, const correlate::ForkEpisode& e);
   void record(const nlohmann::ordered_json& step);

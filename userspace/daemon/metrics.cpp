@@ -26,6 +26,10 @@ const Histogram::BucketBoundaries kLifetimeSeconds = {0.01, 0.05, 0.1, 0.5, 1, 2
 const Histogram::BucketBoundaries kReplicas = {0, 1, 2, 3, 4, 6, 8, 16, 32};
 const Histogram::BucketBoundaries kSyncSeconds = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800};
 const Histogram::BucketBoundaries kStallSeconds = {0.00001, 0.0001, 0.001, 0.01, 0.1, 1, 10};
+// The latency probe's requests (redis/latency_probe.h): 1-2-5 steps from 25 µs to 5 s, plus the 300 µs
+// the THP study counts a request over as a timeout.
+const Histogram::BucketBoundaries kClientSeconds = {
+    0.000025, 0.00005, 0.0001, 0.0002, 0.0003, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5};
 Histogram::BucketBoundaries cow_fault_buckets() {
   Histogram::BucketBoundaries b;
   for (double v = 1; v <= std::pow(4.0, 12); v *= 4) b.push_back(v);
@@ -199,6 +203,11 @@ Metrics::Metrics()
                  .Name("thptrace_stall_seconds")
                  .Help("Direct compaction and direct reclaim stalls of the watched process, by kind.")
                  .Register(*registry_)),
+      client_latency_(BuildHistogram()
+                          .Name("thptrace_redis_client_latency_seconds")
+                          .Help("The latency probe's PINGs, each timed from its due time, by phase: fork while a "
+                                "fork child of the server lived, idle otherwise.")
+                          .Register(*registry_)),
       in_progress_(BuildGauge()
                        .Name("thptrace_fork_in_progress")
                        .Help("Fork children of the watched process alive now.")
@@ -347,7 +356,8 @@ void Metrics::remove_target(const std::string& t) {
   for (auto* f : {&forks_, &replica_syncs_, &sync_loop_repeats_, &cow_faults_, &child_cow_faults_, &thp_splits_,
                   &thp_collapses_, &untracked_forks_})
     remove_series_of(*f, t);
-  for (auto* f : {&fork_duration_, &child_lifetime_, &fork_cow_faults_, &fork_replicas_, &replica_sync_, &stall_})
+  for (auto* f : {&fork_duration_, &child_lifetime_, &fork_cow_faults_, &fork_replicas_, &replica_sync_, &stall_,
+                  &client_latency_})
     remove_series_of(*f, t, none);
   for (auto* f : {&in_progress_, &anon_huge_, &rss_, &cgroup_usage_, &cgroup_limit_, &thp_process_, &redis_up_,
                   &cow_size_, &fork_ratio_, &keys_processed_, &latest_fork_, &untraced_})
@@ -396,6 +406,11 @@ void Metrics::on_replica_sync(const std::string& t, const correlate::ReplicaSync
   replica_syncs_.Add({{"target", t}, {"outcome", correlate::outcome_name(s.outcome)}}).Increment();
   if (const auto ms = s.sync_ms()) replica_sync_.Add({{"target", t}}, kSyncSeconds).Observe(*ms / 1e3);
   if (repeat) sync_loop_repeats_.Add({{"target", t}}).Increment();
+}
+
+void Metrics::observe_client_latency(const std::string& t, bool during_fork, double seconds) {
+  // Made at a target's first probe: a target without one has no such series.
+  client_latency_.Add({{"target", t}, {"phase", during_fork ? "fork" : "idle"}}, kClientSeconds).Observe(seconds);
 }
 
 void Metrics::on_stall(const std::string& t, bool compaction, double seconds) {

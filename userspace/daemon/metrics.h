@@ -57,6 +57,8 @@ class Metrics {
   void on_fork_lost(const std::string& target);
   void on_episode(const std::string& target, const correlate::ForkEpisode& e);
   void on_stall(const std::string& target, bool compaction, double seconds);
+  // One request of the latency probe: during_fork when a fork child of the target lived then.
+  void observe_client_latency(const std::string& target, bool during_fork, double seconds);
   // One replica's full sync that ended (online or dropped); repeat: the replica had been dropped
   // before online shortly before (the full-sync loop went round once more).
   void on_replica_sync(const std::string& target, const correlate::ReplicaSync& s, bool repeat);
@@ -99,6 +101,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& thp_splits_;
   prometheus::Family<prometheus::Counter>& thp_collapses_;
   prometheus::Family<prometheus::Histogram>& stall_;
+  prometheus::Family<prometheus::Histogram>& client_latency_;
   prometheus::Family<prometheus::Gauge>& in_progress_;
   prometheus::Family<prometheus::Gauge>& anon_huge_;
   prometheus::Family<prometheus::Gauge>& rss_;

@@ -32,8 +32,10 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
       "compared by inode; repeatable)")(
       "discover-credentials-address", po::value<std::vector<std::string>>()->composing(),
       "--discover: send the Redis credentials to a server reached at this HOST:PORT or unix:/PATH (repeatable)")(
-      "poll-interval-ms", po::value<int>()->default_value(100),
-      "Redis INFO poll interval while a fork is in progress, ms")(
+      "latency-probe", po::value<uint32_t>()->default_value(100),
+      "PINGs a second to each Redis, each timed from its due time, for thptrace_redis_client_latency_seconds "
+      "(0 = off)")("poll-interval-ms", po::value<int>()->default_value(100),
+                   "Redis INFO poll interval while a fork is in progress, ms")(
       "idle-poll-interval-ms", po::value<int>()->default_value(2000),
       "Redis INFO poll interval while no fork is in progress, ms (a fork wakes the poller at once)")(
       "force-fallback", "use the fallback attach mode of every probe family")(
@@ -98,6 +100,8 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
                          "--discover-credentials-address " + text + ": expected " + redis::kAddressForms + ".");
       o.discover_credentials_address.push_back(*a);
     }
+  o.latency_probe_hz = vm["latency-probe"].as<uint32_t>();
+  if (o.latency_probe_hz > 10000) throw FatalError(kExitUsage, "--latency-probe: expected 0 (off) to 10000.");
   o.poll_interval_ms = vm["poll-interval-ms"].as<int>();
   if (o.poll_interval_ms < 10 || o.poll_interval_ms > 60000)
     throw FatalError(kExitUsage, "--poll-interval-ms: expected 10 to 60000.");
