@@ -3,10 +3,15 @@
 // freezes of known length: DEBUG SLEEP 0.2 stops the event loop for 200 ms, and the probe must show a
 // request of about 200 ms and every request due in it as slower than the clients' timeout; a fork of
 // a loaded server freezes it for the fork's own measured duration, and the fork's window must show a
-// request of about that length while the window before shows none.
+// request of about that length while the window before shows none. And what lets such a report be
+// archived and lined up with others: the host, the wall-clock span, the server's run id and role.
 #include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "harness.h"
@@ -80,4 +85,29 @@ TEST(ClientLatency, AForkFreezesClientsForItsDuration) {
   EXPECT_GE(during["max_us"].get<double>(), fork_us - 1'500) << "fork " << fork_us << " us: " << during.dump();
   EXPECT_GT(during["max_us"].get<double>(), before["max_us"].get<double>()) << f.dump(1);
   EXPECT_GE(during["over_timeout"].get<uint64_t>(), 1u) << during.dump();
+}
+
+TEST(ClientLatency, TheReportSaysWhereWhenAndWhichServer) {
+  REQUIRE_BPF();
+  RedisServer redis;
+  const auto before = std::chrono::system_clock::now();
+  const auto report = capture_with_probe(redis, 10, [] {});
+  ASSERT_TRUE(report.contains("host")) << report.dump(1);
+  std::string boot_id;
+  std::getline(std::ifstream("/proc/sys/kernel/random/boot_id"), boot_id);
+  EXPECT_EQ(report["host"]["boot_id"], boot_id);
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  EXPECT_EQ(report["host"]["name"], host);
+  // The wall-clock start, to the second: the capture began after `before` and within a minute of it.
+  const auto start = report["capture"]["start_utc"].get<std::string>();
+  const auto t = std::chrono::system_clock::to_time_t(before);
+  tm utc{};
+  ::gmtime_r(&t, &utc);
+  char day[16];
+  std::strftime(day, sizeof day, "%Y-%m-%dT", &utc);
+  EXPECT_EQ(start.rfind(day, 0), 0u) << start;
+  EXPECT_LT(start, report["capture"]["end_utc"].get<std::string>());
+  EXPECT_EQ(report["redis"]["run_id"], redis.info_field("run_id"));
+  EXPECT_EQ(report["redis"]["role"], "master");
 }

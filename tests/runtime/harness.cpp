@@ -332,7 +332,8 @@ nlohmann::json read_json(const std::string& path) {
   // the same tests' reports are checked on the host run.
   const char* vm = std::getenv("THPTRACE_VM");
   if (vm && std::string(vm) == "1") return j;
-  const std::string check = std::string("/usr/bin/python3 ") + REPORT_SCHEMA_CHECK + " " + REPORT_SCHEMA + " '" + path + "' >/dev/null";
+  const std::string check = std::string("/usr/bin/python3 ") + REPORT_SCHEMA_CHECK + " --strict " + REPORT_SCHEMA +
+                            " '" + path + "' >/dev/null";
   if (std::system(check.c_str()) != 0) throw std::runtime_error(path + " does not match docs/report.schema.json");
   return j;
 }

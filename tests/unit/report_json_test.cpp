@@ -155,3 +155,32 @@ TEST(ReportJson, ClientLatencyRoundTripsAndIsAbsentWithoutTheProbe) {
   EXPECT_FALSE(without.contains("client_latency"));
   EXPECT_FALSE(without["forks"][0].contains("client_latency_during"));
 }
+
+// For an archive: the report's shape version always; the host, the wall-clock span and the server's
+// run id and role when the capture knew them, read back to the same document; none of them made up
+// for a recording that lacks them.
+TEST(ReportJson, ArchiveFactsRoundTripAndAreAbsentWhenUnknown) {
+  auto r = sample_report();
+  r.hostname = "db-7";
+  r.boot_id = "3f8e0c5a-9d2b-4c61-8a43-0e1f2a3b4c5d";
+  r.start_realtime_ns = 1'796'212'800'123'456'789;  // 2026-12-02T12:00:00.123Z
+  r.end_realtime_ns = 1'796'212'860'500'000'000;
+  r.redis->run_id = "a1b2c3";
+  r.redis->role = "master";
+  const auto j = report::to_json(r);
+  EXPECT_EQ(j.begin().key(), "report_version");
+  EXPECT_EQ(j["report_version"], report::kReportVersion);
+  EXPECT_EQ(j["host"]["name"], "db-7");
+  EXPECT_EQ(j["capture"]["start_utc"], "2026-12-02T12:00:00.123Z");
+  EXPECT_EQ(j["capture"]["end_utc"], "2026-12-02T12:01:00.500Z");
+  EXPECT_EQ(j["redis"]["run_id"], "a1b2c3");
+  EXPECT_EQ(j["redis"]["role"], "master");
+  const auto back = report::from_json(nlohmann::json::parse(j.dump()));
+  EXPECT_EQ(report::to_json(back).dump(), j.dump());
+  EXPECT_NE(report::to_text(r).find("host db-7, from 2026-12-02T12:00:00.123Z to 2026-12-02T12:01:00.500Z"),
+            std::string::npos);
+  const auto bare = report::to_json(sample_report());
+  EXPECT_FALSE(bare.contains("host"));
+  EXPECT_FALSE(bare["capture"].contains("start_utc"));
+  EXPECT_FALSE(bare["redis"].contains("run_id"));
+}

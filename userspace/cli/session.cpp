@@ -3,6 +3,8 @@
 
 #include <fmt/core.h>
 #include <linux/capability.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -50,6 +52,12 @@ pid_t resolve_redis_target(const RedisSetup& redis, const std::string& user, pid
   if (!given) throw FatalError(kExitUsage, "--redis " + redis.address.str() + " without --pid: " + found.error);
   log::warn("cannot check that pid {} is the server at {}: {}", given, redis.address.str(), found.error);
   return given;
+}
+
+int64_t realtime_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
 }  // namespace
@@ -211,6 +219,10 @@ report::CaptureInputs CaptureSession::run() {
         inputs_.copy_samples.push_back(resolver_->resolve(s.ts_ns, s.address, s.stack, s.frames));
   };
   inputs_.start_ns = proc::monotonic_ns();
+  inputs_.start_realtime_ns = realtime_ns();
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) == 0) inputs_.hostname = text::printable(host);
+  inputs_.boot_id = text::printable(proc::read_file("/proc/sys/kernel/random/boot_id", 64).value_or("").substr(0, 36));
   const uint64_t deadline = duration_s_ ? inputs_.start_ns + static_cast<uint64_t>(*duration_s_ * 1e9) : UINT64_MAX;
   // For a timeline, the target's running counters every kCounterIntervalNs, read between polls.
   uint64_t next_read = inputs_.start_ns;
@@ -247,6 +259,7 @@ report::CaptureInputs CaptureSession::run() {
   next_read = 0;
   read_counters();
   inputs_.end_ns = proc::monotonic_ns();
+  inputs_.end_realtime_ns = realtime_ns();
 
   inputs_.final_episodes = tracer_->episodes_of(inputs_.pid);
   inputs_.target = tracer_->target(inputs_.pid).value_or(thptrace_target{});

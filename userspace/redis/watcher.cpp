@@ -148,8 +148,10 @@ std::unique_ptr<Client> connect_first(const std::vector<Route>& routes, const Co
     if (used) *used = i;
     if (client) return client;
     // One route: its sentence as it is. Several: each, tagged with its route.
-    if (routes.size() == 1) why = e.sentence;
-    else why += (why.empty() ? "" : "; ") + std::string(r.tls ? "TLS: " : "") + e.sentence;
+    if (routes.size() == 1)
+      why = e.sentence;
+    else
+      why += (why.empty() ? "" : "; ") + std::string(r.tls ? "TLS: " : "") + e.sentence;
   }
   if (error) *error = why;
   return nullptr;
@@ -281,6 +283,13 @@ std::unique_ptr<Client> Watcher::open(std::string* error) {
   f.version = printable(info_str(info, "redis_version"), 64);
   f.process_id = info_int(info, "process_id").value_or(0);
   f.executable = printable(info_str(info, "executable"), 4096);
+  f.run_id = printable(info_str(info, "run_id"), 64);
+  if (const auto replication = client->info("replication"))
+    f.role = printable(info_str(parse_info(*replication), "role"), 32);
+  if (client->broken()) {
+    *error = failure(*client, "INFO");
+    return nullptr;
+  }
   std::map<std::string, std::string> cfg;
   ask_optional(*client, config_gate_, "CONFIG GET", [&] {
     cfg = client->config_get({"disable-thp", "repl-diskless-sync", "client-output-buffer-limit", "repl-timeout",

@@ -79,6 +79,8 @@ struct ServerFacts {
   std::string disable_thp;         // "yes" | "no" | "" (Redis < 6.2 has no such option)
   std::string repl_diskless_sync;  // "yes" | "no"
   std::string executable;
+  std::string run_id;  // INFO server run_id
+  std::string role;    // INFO replication role at the connection ("master", "slave"); "" when not read
   std::string client_output_buffer_limit;  // CONFIG GET client-output-buffer-limit, all classes
   std::string repl_timeout;                // seconds
   std::string repl_diskless_sync_delay;    // seconds

@@ -51,6 +51,10 @@ Report assemble(const CaptureInputs& in) {
 
   Report r;
   r.version = in.version;
+  r.hostname = in.hostname;
+  r.boot_id = in.boot_id;
+  r.start_realtime_ns = in.start_realtime_ns;
+  r.end_realtime_ns = in.end_realtime_ns;
   r.system = in.system;
   r.pid = in.pid;
   r.pid_in_namespace = in.pid_in_namespace;
@@ -121,6 +125,8 @@ Report assemble(const CaptureInputs& in) {
         }
       rs.reachable = a != nullptr;
       rs.version = in.facts->version;
+      rs.run_id = in.facts->run_id;
+      rs.role = in.facts->role;
       rs.process_id = in.facts->process_id;
       rs.disable_thp = in.facts->disable_thp;
       rs.repl_diskless_sync = in.facts->repl_diskless_sync;

@@ -254,6 +254,8 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
                  {"thp_defrag", in.system.thp_defrag}};
   j["pid"] = in.pid;
   if (in.pid_in_namespace) j["pid_in_namespace"] = in.pid_in_namespace;
+  if (in.start_realtime_ns) j["realtime_ns"] = {in.start_realtime_ns, in.end_realtime_ns};
+  if (!in.hostname.empty() || !in.boot_id.empty()) j["host"] = {{"name", in.hostname}, {"boot_id", in.boot_id}};
   j["comm"] = in.comm;
   j["status_thp_enabled"] = optional_json(in.status_thp_enabled);
   j["probes"] = {{"btf", in.probes.btf},
@@ -296,6 +298,9 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
         {"repl_timeout", in.facts->repl_timeout}, {"repl_diskless_sync_delay", in.facts->repl_diskless_sync_delay}};
   else
     j["facts"] = nullptr;
+  // Written only when read (recordings from before them have neither).
+  if (in.facts && !in.facts->run_id.empty()) j["facts"]["run_id"] = in.facts->run_id;
+  if (in.facts && !in.facts->role.empty()) j["facts"]["role"] = in.facts->role;
   j["redis_error"] = in.redis_error;
   j["cgroup_start"] = cgroup_json(in.cgroup_start);
   j["cgroup_end"] = cgroup_json(in.cgroup_end);
@@ -340,6 +345,14 @@ CaptureInputs inputs_from_json(const json& j) {
   in.system = {sys.at("kernel_release").get<std::string>(), sys.at("thp_enabled").get<std::string>(),
                sys.at("thp_defrag").get<std::string>()};
   in.pid = j.at("pid").get<int>();
+  if (j.contains("realtime_ns")) {
+    in.start_realtime_ns = j.at("realtime_ns").at(0).get<int64_t>();
+    in.end_realtime_ns = j.at("realtime_ns").at(1).get<int64_t>();
+  }
+  if (j.contains("host")) {
+    in.hostname = j.at("host").at("name").get<std::string>();
+    in.boot_id = j.at("host").at("boot_id").get<std::string>();
+  }
   in.pid_in_namespace = j.value("pid_in_namespace", 0);
   in.comm = j.at("comm").get<std::string>();
   in.status_thp_enabled = optional_from<bool>(j, "status_thp_enabled");
@@ -388,6 +401,8 @@ CaptureInputs inputs_from_json(const json& j) {
     in.facts->client_output_buffer_limit = f.value("client_output_buffer_limit", std::string());
     in.facts->repl_timeout = f.value("repl_timeout", std::string());
     in.facts->repl_diskless_sync_delay = f.value("repl_diskless_sync_delay", std::string());
+    in.facts->run_id = f.value("run_id", std::string());
+    in.facts->role = f.value("role", std::string());
   }
   in.redis_error = j.at("redis_error").get<std::string>();
   in.cgroup_start = cgroup_from(j, "cgroup_start");

@@ -47,6 +47,10 @@ struct CaptureInputs {
   tracer::ProbeReport probes;              // the modes in use after attach
   tracer::FamilyChoice huge_alloc;
   uint64_t start_ns = 0, end_ns = 0;             // CLOCK_MONOTONIC
+  // CLOCK_REALTIME at the same moments, the host's name and boot id; 0 and "" in recordings from
+  // before them (then the report leaves them out). Written only when set.
+  int64_t start_realtime_ns = 0, end_realtime_ns = 0;
+  std::string hostname, boot_id;
   std::vector<thptrace_event> events;            // ring-buffer records, in arrival order
   std::vector<thptrace_episode> final_episodes;  // still in the kernel map at the end
   thptrace_target target{};                      // the target's kernel counters at the end

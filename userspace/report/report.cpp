@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <ctime>
 #include <stdexcept>
 
 #include "common/text.h"
@@ -21,6 +23,27 @@ ordered_json opt(const std::optional<uint64_t>& v) { return v ? ordered_json(*v)
 ordered_json latency_json(const std::optional<correlate::LatencyWindow>& w) {
   if (!w) return nullptr;
   return {{"calls", w->calls}, {"p50_us", w->p50_us}, {"p99_us", w->p99_us}, {"p999_us", w->p999_us}, {"max_us", w->max_us}};
+}
+
+// CLOCK_REALTIME ns as RFC 3339 in UTC with milliseconds: 2026-12-02T12:00:00.000Z.
+std::string rfc3339_utc(int64_t ns) {
+  const time_t secs = static_cast<time_t>(ns / 1'000'000'000);
+  tm t{};
+  ::gmtime_r(&secs, &t);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday, t.tm_hour,
+                     t.tm_min, t.tm_sec, (ns % 1'000'000'000) / 1'000'000);
+}
+
+// Its reader (to the ms it keeps); throws std::invalid_argument on another form.
+int64_t realtime_from_rfc3339(const std::string& s) {
+  tm t{};
+  int ms = 0;
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &t.tm_year, &t.tm_mon, &t.tm_mday, &t.tm_hour, &t.tm_min,
+                  &t.tm_sec, &ms) != 7)
+    throw std::invalid_argument("not an RFC 3339 UTC time: " + s);
+  t.tm_year -= 1900;
+  t.tm_mon -= 1;
+  return static_cast<int64_t>(::timegm(&t)) * 1'000'000'000 + int64_t{ms} * 1'000'000;
 }
 
 ordered_json client_latency_json(const std::optional<redis::ClientLatency>& c) {
@@ -114,7 +137,9 @@ void make_valid(ordered_json& j) {
 
 ordered_json to_json(const Report& r) {
   ordered_json j;
+  j["report_version"] = kReportVersion;
   j["thptrace_version"] = r.version;
+  if (!r.hostname.empty() || !r.boot_id.empty()) j["host"] = {{"name", r.hostname}, {"boot_id", r.boot_id}};
   j["system"] = {{"kernel_release", r.system.kernel_release},
                  {"thp_enabled", r.system.thp_enabled},
                  {"thp_defrag", r.system.thp_defrag}};
@@ -134,6 +159,10 @@ ordered_json to_json(const Report& r) {
                  {"huge_alloc", r.huge_alloc.mode == tracer::Mode::unavailable ? "off" : tracer::mode_name(r.huge_alloc.mode)},
                  {"forced_fallback", r.probes.forced_fallback}};
   j["capture"] = {{"duration_s", r.duration_s}, {"start_monotonic_ns", r.start_monotonic_ns}};
+  if (r.start_realtime_ns) {
+    j["capture"]["start_utc"] = rfc3339_utc(r.start_realtime_ns);
+    j["capture"]["end_utc"] = rfc3339_utc(r.end_realtime_ns);
+  }
   if (r.sample_every) {
     j["capture"]["sample_copies"] = r.sample_every;
     j["capture"]["copy_samples_dropped"] = r.copy_samples_dropped;
@@ -195,6 +224,8 @@ ordered_json to_json(const Report& r) {
                   {"latest_fork_usec", r.redis->latest_fork_usec},
                   {"total_forks_delta", r.redis->total_forks_delta},
                   {"rdb_last_cow_size", r.redis->rdb_last_cow_size}};
+    if (!r.redis->run_id.empty()) j["redis"]["run_id"] = r.redis->run_id;
+    if (!r.redis->role.empty()) j["redis"]["role"] = r.redis->role;
     if (!r.redis->unanswered.empty()) {
       auto& u = j["redis"]["unanswered"] = ordered_json::array();
       for (const auto& o : r.redis->unanswered)
@@ -264,6 +295,9 @@ std::string to_text(const Report& r) {
   // Each line made printable once here: a name cannot end a line early or hold a terminal escape.
   auto line = [&out](const std::string& s) { out += text::printable(s) + "\n"; };
   line(fmt::format("thptrace {} — capture of pid {} ({}) for {:.1f} s", r.version, r.pid, r.comm, r.duration_s));
+  if (r.start_realtime_ns)
+    line(fmt::format("host {}, from {} to {}", r.hostname.empty() ? "?" : r.hostname, rfc3339_utc(r.start_realtime_ns),
+                     rfc3339_utc(r.end_realtime_ns)));
   line(fmt::format("kernel {}  THP enabled={} defrag={}  process THP_enabled={}", r.system.kernel_release,
                    r.system.thp_enabled, r.system.thp_defrag,
                    r.thp_enabled_for_process ? (*r.thp_enabled_for_process ? "1" : "0") : "n/a"));
@@ -440,6 +474,14 @@ correlate::ReplicaSync replica_from(const json& x, uint64_t start_ns) {
 Report from_json(const nlohmann::json& j) {
   Report r;
   r.version = j.at("thptrace_version").get<std::string>();
+  if (j.contains("host")) {
+    r.hostname = j.at("host").at("name").get<std::string>();
+    r.boot_id = j.at("host").at("boot_id").get<std::string>();
+  }
+  if (j.at("capture").contains("start_utc")) {
+    r.start_realtime_ns = realtime_from_rfc3339(j.at("capture").at("start_utc").get<std::string>());
+    r.end_realtime_ns = realtime_from_rfc3339(j.at("capture").at("end_utc").get<std::string>());
+  }
   const auto& sys = j.at("system");
   r.system = {sys.at("kernel_release").get<std::string>(), sys.at("thp_enabled").get<std::string>(),
               sys.at("thp_defrag").get<std::string>()};
@@ -533,6 +575,8 @@ Report from_json(const nlohmann::json& j) {
     rs.latest_fork_usec = x.at("latest_fork_usec").get<int64_t>();
     rs.total_forks_delta = x.at("total_forks_delta").get<int64_t>();
     rs.rdb_last_cow_size = x.at("rdb_last_cow_size").get<int64_t>();
+    rs.run_id = x.value("run_id", std::string());
+    rs.role = x.value("role", std::string());
     if (x.contains("unanswered"))
       for (const auto& o : x.at("unanswered"))
         rs.unanswered.push_back({ts_from(o.at("from_ms"), r.start_monotonic_ns),

@@ -28,6 +28,7 @@ struct RedisSection {
   int64_t latest_fork_usec = 0;
   int64_t total_forks_delta = 0;
   int64_t rdb_last_cow_size = 0;
+  std::string run_id, role;  // "" when not read
   // Times it stopped answering after it had answered (to_ns 0: to the end of the capture).
   std::vector<redis::Outage> unanswered;
   // Why figures of optional commands are missing ("LATENCY HISTOGRAM refused: NOPERM ..."), by command.
@@ -91,8 +92,16 @@ struct ReplicationSection {
 // A limit counts as close when the usage came within this share of it.
 inline constexpr double kHeadroomWarnShare = 0.20;
 
+// The shape of the JSON report, MAJOR.MINOR: MINOR grows when keys are added, MAJOR with any other
+// change (a key renamed, removed or given another meaning). docs/report.md has the policy.
+inline constexpr const char* kReportVersion = "1.0";
+
 struct Report {
   std::string version;
+  // Where and when, for an archive: the host's name and boot id, the wall-clock start and end
+  // (CLOCK_REALTIME ns); "" and 0 when the recording lacks them.
+  std::string hostname, boot_id;
+  int64_t start_realtime_ns = 0, end_realtime_ns = 0;
   proc::SystemInfo system;
   int pid = 0;
   // The target's pid in its own PID namespace (NSpid's last entry): what Redis in a container reports
