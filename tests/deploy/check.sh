@@ -126,7 +126,7 @@ redis_current_save_keys_processed redis_latest_fork_seconds build_info target_un
 bpf_map_entries bpf_map_max_entries bpf_stats_enabled memory_cgroup_usage_bytes
 memory_cgroup_limit_bytes""".split()
 histograms = """fork_duration_seconds fork_child_lifetime_seconds fork_cow_faults stall_seconds
-redis_command_latency_seconds fork_replicas replica_sync_duration_seconds""".split()
+redis_command_latency_seconds redis_client_latency_seconds fork_replicas replica_sync_duration_seconds""".split()
 known = {"thptrace_" + n for n in counters + gauges}
 known |= {"thptrace_" + h + s for h in histograms for s in ("_bucket", "_sum", "_count")}
 bad = []

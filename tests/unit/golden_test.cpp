@@ -4,6 +4,7 @@
 // An intended change of output re-records them and names the change in its commit.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -112,6 +113,13 @@ std::string replay_daemon(const std::string& name) {
       h.dropped = step["dropped"].get<uint64_t>();
       exporter->on_housekeeping(h);
       exporter->export_settled(h.now_ns);
+    } else if (step.contains("probe")) {
+      std::vector<redis::ProbeSample> samples;
+      for (const auto& x : step["samples"]) {
+        const auto row = x.get<std::array<uint64_t, 3>>();
+        samples.push_back({row[0], row[1], row[2] != 0});
+      }
+      exporter->on_probe_samples(ids.at(step["probe"].get<std::string>()), samples);
     } else if (step.contains("end")) {
       exporter->export_remaining();
     }
