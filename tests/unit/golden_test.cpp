@@ -4,7 +4,6 @@
 // An intended change of output re-records them and names the change in its commit.
 #include <gtest/gtest.h>
 
-#include <array>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -115,10 +114,7 @@ std::string replay_daemon(const std::string& name) {
       exporter->export_settled(h.now_ns);
     } else if (step.contains("probe")) {
       std::vector<redis::ProbeSample> samples;
-      for (const auto& x : step["samples"]) {
-        const auto row = x.get<std::array<uint64_t, 3>>();
-        samples.push_back({row[0], row[1], row[2] != 0});
-      }
+      for (const auto& x : step["samples"]) samples.push_back(report::probe_sample_from(x));
       exporter->on_probe_samples(ids.at(step["probe"].get<std::string>()), samples);
     } else if (step.contains("end")) {
       exporter->export_remaining();

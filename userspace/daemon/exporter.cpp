@@ -148,7 +148,7 @@ void Exporter::on_probe_samples(TargetId id, const std::vector<redis::ProbeSampl
   Target& t = targets_.at(id);
   if (record_ && !samples.empty()) {
     auto rows = nlohmann::ordered_json::array();
-    for (const auto& x : samples) rows.push_back({x.due_ns, x.latency_ns, x.failed ? 1 : 0});
+    for (const auto& x : samples) rows.push_back(report::probe_sample_json(x));
     record({{"probe", t.label}, {"samples", std::move(rows)}});
   }
   uint64_t newest = 0;

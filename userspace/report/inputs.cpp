@@ -246,6 +246,13 @@ redis::Snapshot snapshot_from(const json& j) {
   return s;
 }
 
+ordered_json probe_sample_json(const redis::ProbeSample& s) { return {s.due_ns, s.latency_ns, s.failed ? 1 : 0}; }
+
+redis::ProbeSample probe_sample_from(const json& j) {
+  const auto row = j.get<std::array<uint64_t, 3>>();
+  return {row[0], row[1], row[2] != 0};
+}
+
 ordered_json inputs_to_json(const CaptureInputs& in) {
   ordered_json j;
   j["version"] = in.version;
@@ -333,7 +340,7 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
                                     {"missed", in.probe_missed},
                                     {"dropped", in.probe_dropped}};
     auto& rows = p["samples"] = ordered_json::array();
-    for (const auto& x : in.probe_samples) rows.push_back({x.due_ns, x.latency_ns, x.failed ? 1 : 0});  // a long series
+    for (const auto& x : in.probe_samples) rows.push_back(probe_sample_json(x));
   }
   return j;
 }
@@ -430,10 +437,7 @@ CaptureInputs inputs_from_json(const json& j) {
     in.client_timeout_us = p.at("client_timeout_us").get<uint64_t>();
     in.probe_missed = p.at("missed").get<uint64_t>();
     in.probe_dropped = p.at("dropped").get<uint64_t>();
-    for (const auto& x : p.at("samples")) {
-      const auto row = x.get<std::array<uint64_t, 3>>();
-      in.probe_samples.push_back({row[0], row[1], row[2] != 0});
-    }
+    for (const auto& x : p.at("samples")) in.probe_samples.push_back(probe_sample_from(x));
   }
   return in;
 }

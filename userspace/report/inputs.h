@@ -89,6 +89,9 @@ nlohmann::ordered_json target_json(const thptrace_target& t);
 thptrace_target target_from(const nlohmann::json& j);
 nlohmann::ordered_json snapshot_json(const redis::Snapshot& s);
 redis::Snapshot snapshot_from(const nlohmann::json& j);
+// A latency-probe request as a row [due_ns, latency_ns, failed 0|1]: a long series.
+nlohmann::ordered_json probe_sample_json(const redis::ProbeSample& s);
+redis::ProbeSample probe_sample_from(const nlohmann::json& j);
 nlohmann::ordered_json choice_json(const tracer::FamilyChoice& c);
 tracer::FamilyChoice choice_from(const nlohmann::json& j);
 
