@@ -30,7 +30,7 @@ packages=(
   # containers (tests/runtime/container_test.cpp, scripts/container-image.sh): podman with runc, not
   # crun (crun refuses this host's hybrid cgroups); netavark and iptables publish ports
   podman runc netavark iptables
-  python3-jsonschema  # docs/report.schema.json checked against real reports (tests/schema)
+  python3-jsonschema  # docs/reference/report.schema.json checked against real reports (tests/schema)
   clang-format-14 clang-tidy-14  # scripts/lint.sh (.clang-format, .clang-tidy) on changed lines
   chromium libpng-dev  # the --svg timeline rendered by a real browser and its pixels read (timeline_test.cpp)
 )

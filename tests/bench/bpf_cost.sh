@@ -13,7 +13,7 @@
 #     machine makes: write faults that reuse their page, from BURST_THREADS threads (fault_burst),
 #     traced vs untraced, with the count the capture reports against the known answer.
 #  Part 2 has a fourth arm: thptrace with copy sampling on (--sample-copies SAMPLE_COPIES, 64 unless
-#  set; off by default), so the cost of sampling (docs/attribution.md) is the ratio of the two traced
+#  set; off by default), so the cost of sampling (docs/guide/attribution.md) is the ratio of the two traced
 #  arms of one run, and per sample (the samples each run sent are in its report). SAMPLE_COPIES=0
 #  leaves that arm out (e.g. for a THPTRACE_BIN from before --sample-copies).
 #  PARTS="2" runs part 2 alone (default "1 2 3").

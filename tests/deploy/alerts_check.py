@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Every alert of the rules is one a pager can live with: a `for:`, a severity (critical, warning or
 info), a summary naming the host (and the Redis, where its series has one), a description, and a
-runbook_url to a section of docs/runbooks.md; and the promtool tests have a case where it fires and
+runbook_url to a section of docs/guide/runbooks.md; and the promtool tests have a case where it fires and
 one where it does not.
 
 usage: alerts_check.py RULES.yml RULES_TEST.yml RUNBOOKS.md
@@ -43,11 +43,11 @@ def alert_problems(rule, sections):
     if not ann.get("description"):
         out.append("no description")
     url = ann.get("runbook_url", "")
-    m = re.fullmatch(r"docs/runbooks\.md#([\w-]+)", url)
+    m = re.fullmatch(r"docs/guide/runbooks\.md#([\w-]+)", url)
     if not m:
-        out.append(f"runbook_url {url!r} is not docs/runbooks.md#ANCHOR")
+        out.append(f"runbook_url {url!r} is not docs/guide/runbooks.md#ANCHOR")
     elif m.group(1) not in sections:
-        out.append(f"runbook_url {url!r}: docs/runbooks.md has no such section")
+        out.append(f"runbook_url {url!r}: docs/guide/runbooks.md has no such section")
     elif m.group(1) != name.lower():
         out.append(f"runbook_url {url!r} is not the alert's own section #{name.lower()}")
     return out

@@ -50,8 +50,8 @@ check "promtool check rules deploy/prometheus/thptrace.rules.yml" prom check rul
 check "promtool test rules deploy/prometheus/tests/thptrace.rules.test.yml" prom test rules "$rules_test"
 check "promtool check config deploy/prometheus/prometheus.yml" prom check config "$prom_config"
 # Each alert: for:, severity, a summary naming instance and target, a runbook section, tests both ways.
-check "alerts: for, severity, summary, runbook_url into docs/runbooks.md, tested firing and not" \
-  "$py" "$root/tests/deploy/alerts_check.py" "$rules" "$rules_test" "$root/docs/runbooks.md"
+check "alerts: for, severity, summary, runbook_url into docs/guide/runbooks.md, tested firing and not" \
+  "$py" "$root/tests/deploy/alerts_check.py" "$rules" "$rules_test" "$root/docs/guide/runbooks.md"
 
 # --- systemd ------------------------------------------------------------------------------------
 # `verify` also checks that ExecStart's binary exists. Until thptrace is installed, verify a copy
@@ -111,7 +111,7 @@ config_ok() {
 check "deploy/thptrace.conf has every documented key" config_ok
 
 # --- metrics contract ---------------------------------------------------------------------------
-# Every thptrace_* name used by the rules and the dashboard is a metric of the contract (docs/metrics.md,
+# Every thptrace_* name used by the rules and the dashboard is a metric of the contract (docs/reference/metrics.md,
 # with the histogram series suffixes), so nothing here depends on a series the daemon does not export.
 contract_ok() {
   "$py" - "$rules" "$dashboard" <<'EOF'

@@ -126,7 +126,7 @@ nlohmann::json bgsave_copies_under_load(const std::string& binary, bool expiring
   return nullptr;
 }
 
-// The shares the Redis tests assert on, and the top functions, on stdout (docs/attribution.md quotes
+// The shares the Redis tests assert on, and the top functions, on stdout (docs/guide/attribution.md quotes
 // runs of them).
 void print_shares(const char* test, const nlohmann::json& copies) {
   std::string top;
@@ -174,7 +174,7 @@ TEST(Attribution, InterleavedWritersThreeToOneForcedFallback) {
 // value object parsed, so this is where each value is written) and executing them (processCommand →
 // call → setCommand: the keyspace's dict entries). Runs here, with a kernel-matrix guest taking a CPU:
 // processInputBuffer 90–93% of the samples, call 43–49%, processMultibulkBuffer 40–49%
-// (docs/attribution.md). Filling the query buffer (readQueryFromClient's read, outside
+// (docs/guide/attribution.md). Filling the query buffer (readQueryFromClient's read, outside
 // processInputBuffer) made none.
 TEST(Attribution, RedisSetLoadDuringBgsave) {
   REQUIRE_BPF();

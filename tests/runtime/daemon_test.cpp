@@ -93,7 +93,7 @@ TEST(Daemon, CountsForksFollowsRestartsAndExitsClean) {
   const std::string scrape0 = d.scrape();
   EXPECT_EQ(metric_value(scrape0, series("thptrace_forks_total", target, "bgsave")), 0);
   EXPECT_EQ(metric_value(scrape0, series("thptrace_forks_total", target, "full_sync_disk")), 0);
-  // A reason's histograms come with its first fork (docs/metrics.md), its counter is there from the start.
+  // A reason's histograms come with its first fork (docs/reference/metrics.md), its counter is there from the start.
   EXPECT_FALSE(metric_value(scrape0, series("thptrace_fork_duration_seconds_count", target, "bgsave")));
   std::string lint;
   EXPECT_TRUE(promtool_clean(scrape0, &lint)) << lint;
@@ -185,7 +185,7 @@ TEST(Daemon, ReasonsFromInfoInFallbackMode) {
 }
 
 // While no fork is in progress the daemon reads RSS each second (statm) but smaps_rollup, status,
-// the cgroup files, LATENCY HISTOGRAM and CONFIG GET only every 10 s (docs/metrics.md): RSS still
+// the cgroup files, LATENCY HISTOGRAM and CONFIG GET only every 10 s (docs/reference/metrics.md): RSS still
 // follows a Redis whose memory grows within seconds, and the command latency histogram never
 // vanishes between the polls that ask for it, and moves within the 10 s.
 TEST(Daemon, IdleSeriesStayFresh) {

@@ -334,7 +334,8 @@ nlohmann::json read_json(const std::string& path) {
   if (vm && std::string(vm) == "1") return j;
   const std::string check = std::string("/usr/bin/python3 ") + REPORT_SCHEMA_CHECK + " --strict " + REPORT_SCHEMA +
                             " '" + path + "' >/dev/null";
-  if (std::system(check.c_str()) != 0) throw std::runtime_error(path + " does not match docs/report.schema.json");
+  if (std::system(check.c_str()) != 0)
+    throw std::runtime_error(path + " does not match docs/reference/report.schema.json");
   return j;
 }
 

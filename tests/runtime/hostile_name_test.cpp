@@ -48,7 +48,7 @@ void capture_odd_name(const std::string& timeline_name) {
   EXPECT_TRUE(work.wait_stdout_line("forked", 10s));
   ASSERT_EQ(tracer.wait(30s), 0) << tracer.err();
   EXPECT_EQ(tracer.err().find("unexpected error"), std::string::npos) << tracer.err();
-  const auto report = read_json(json);  // parses, and matches docs/report.schema.json
+  const auto report = read_json(json);  // parses, and matches docs/reference/report.schema.json
   const auto comm = report["target"]["comm"].get<std::string>();
   EXPECT_EQ(comm.substr(0, 5), "\xEF\xBF\xBD\x01<") << comm;  // U+FFFD for 0xFF; the rest kept
   EXPECT_EQ(report["forks"].size(), 1u) << report.dump(2);

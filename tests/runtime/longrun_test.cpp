@@ -125,7 +125,7 @@ TEST(LongRun, UnwatchingAParentLeavesNoSlowReference) {
 // signal->live already 0. Each episode must be closed once: one exit record per child and every
 // slow-path reference given back once (a second give-back wraps the count). The race window is a
 // few hundred nanoseconds; on a 2-core machine this did not hit it in 400 children before the fix
-// either, so this is a regression check of the invariant, not a reproduction (docs/longrun.md).
+// either, so this is a regression check of the invariant, not a reproduction (docs/development/longrun.md).
 TEST(LongRun, ThreadsExitingTogetherCloseTheEpisodeOnce) {
   REQUIRE_BPF();
   constexpr int kForks = 150;

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""Validates capture reports against docs/report.schema.json (python3-jsonschema).
+"""Validates capture reports against docs/reference/report.schema.json (python3-jsonschema).
 
 usage: check_reports.py [--strict] SCHEMA REPORT.json...   (a directory: every *.report.json in it)
 Exit 0 when every report is valid, 1 naming the first violation of each invalid one, 2 when no

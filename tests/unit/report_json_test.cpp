@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The JSON report keeps the shape of the contract in design.md §4.
+// The JSON report keeps the shape docs/reference/report.schema.json describes.
 #include <gtest/gtest.h>
 
 #include "report/report.h"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // summary.md: what a person reads first. Tables per scenario, then sentences that compare the
-// scenarios the way the published experiments did (docs/bench.md puts them side by side).
+// scenarios the way the published experiments did (docs/guide/bench.md puts them side by side).
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// The one fatal error type (style.md §7): a start-up failure with one sentence that says what is
+// The one fatal error type: a start-up failure with one sentence that says what is
 // wrong and what to do, caught in main() and turned into the exit code of the CLI contract.
 
 #include <stdexcept>

@@ -43,8 +43,8 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
       "max-targets", po::value<uint32_t>()->default_value(64), "processes traced at once (in-kernel map size)")(
       "max-episodes", po::value<uint32_t>()->default_value(256), "fork children tracked at once (in-kernel map size)")(
       "web.config.file", po::value<std::string>(),
-      "TLS and basic auth of /metrics: a web configuration file as Prometheus exporters read it (docs/daemon.md)")(
-      "verbose,v", "print libbpf's messages and debug lines");
+      "TLS and basic auth of /metrics: a web configuration file as Prometheus exporters read it "
+      "(docs/guide/daemon.md)")("verbose,v", "print libbpf's messages and debug lines");
   add_redis_connection_options(desc);
   po::variables_map vm;
   // The config file is read once, at most 1 MiB of it.

@@ -64,7 +64,7 @@ std::optional<WebConfig> parse_web_config(const std::string& text, std::string* 
       else if (key == "tls_server_config")
         throw std::runtime_error(
             "tls_server_config is not served: Debian 12's civetweb crashes on TLS connections, so terminate TLS in "
-            "front of the endpoint (docs/daemon.md)");
+            "front of the endpoint (docs/guide/daemon.md)");
       else
         throw std::runtime_error(key + " is not supported by thptrace (it reads basic_auth_users)");
     }

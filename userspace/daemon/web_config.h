@@ -4,7 +4,7 @@
 // by node_exporter and others with --web.config.file). thptrace serves its basic_auth_users: the
 // users /metrics admits, each with a bcrypt hash of their password. Its tls_server_config is refused:
 // Debian 12's civetweb (1.15, loading OpenSSL 3 at run time) crashes on the first TLS connection,
-// its own civetweb binary too, so TLS is terminated in front of the endpoint (docs/daemon.md).
+// its own civetweb binary too, so TLS is terminated in front of the endpoint (docs/guide/daemon.md).
 
 #include <map>
 #include <optional>

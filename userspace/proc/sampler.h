@@ -105,10 +105,9 @@ class SampleCadence {
 // woken (the kernel reported a fork or a child's exit). smaps_rollup (the AnonHugePages of a sample)
 // is read only while its page-table walks take at most 1% of the time: after a walk that took d, the
 // next is no sooner than 100·d later (and never sooner than the next interval); the samples in between
-// carry the last walk's AnonHugePages. Walking a 1 GiB process every 100 ms made its copy-on-write
-// faults 8-12% slower here (the walk takes the page-table locks the faults take), where the BPF
-// programs cost under 1% (tests/bench/bpf_cost.sh, --interval-ms 1000 against 100;
-// docs/measurements.md).
+// carry the last walk's AnonHugePages. A walk takes the page-table locks the faults take, so frequent
+// walks slow the process's copy-on-write faults far more than the BPF programs do
+// (tests/bench/bpf_cost.sh, --interval-ms 1000 against 100; docs/development/measurements.md).
 class Sampler {
  public:
   Sampler(pid_t pid, std::chrono::milliseconds interval, std::chrono::milliseconds idle);

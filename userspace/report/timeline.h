@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // `thptrace --pid PID --svg PATH`: the capture drawn over time, for a person to look at the fork
-// windows rather than read them (docs/timeline.md says what each panel shows).
+// windows rather than read them (docs/guide/timeline.md says what each panel shows).
 
 #include <string>
 
