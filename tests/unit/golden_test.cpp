@@ -32,9 +32,9 @@ report::CaptureInputs read_inputs(const std::string& name) {
   return report::inputs_from_json(json::parse(read_text(name)));
 }
 
-// The families the daemon sets itself from the kernel maps' state at each upkeep (daemon/upkeep.cpp):
-// occupancy, reaping, untraced targets and the programs' own cost. They are not derived from the
-// recorded inputs, so the replay leaves them out of both sides.
+// The families the daemon sets itself from the kernel maps' state at each reaping of the kernel maps
+// (daemon/kernel_maps.cpp): occupancy, reaping, untraced targets and the programs' own cost. They are not derived from
+// the recorded inputs, so the replay leaves them out of both sides.
 bool upkeep_family(const std::string& line) {
   for (const char* name :
        {"thptrace_bpf_map_", "thptrace_bpf_program_", "thptrace_bpf_stats_enabled", "thptrace_target_untraced",
@@ -60,7 +60,7 @@ std::string replay_daemon(const std::string& name) {
   for (std::string line; std::getline(lines, line);) {
     const json step = json::parse(line);
     if (step.contains("probes")) {
-      tracer::ProbeReport modes;
+      tracer::AttachModes modes;
       const auto& p = step["probes"];
       modes.fork = report::choice_from(p["fork"]);
       modes.cow_fault = report::choice_from(p["cow_fault"]);
@@ -91,13 +91,13 @@ std::string replay_daemon(const std::string& name) {
     } else if (step.contains("settled")) {
       exporter->export_settled(step["settled"].get<uint64_t>());
     } else if (step.contains("housekeeping")) {
-      daemon::Exporter::Housekeeping h;
+      daemon::Exporter::Readings h;
       h.now_ns = step["housekeeping"].get<uint64_t>();
       h.system.thp_enabled = step["thp_enabled"].get<std::string>();
       h.system.thp_defrag = step["thp_defrag"].get<std::string>();
       if (step.contains("thp_split_pmd")) h.thp_split_pmd = step["thp_split_pmd"].get<uint64_t>();
       for (const auto& t : step["targets"]) {
-        daemon::Exporter::Housekeeping::Reading r;
+        daemon::Exporter::Readings::Reading r;
         r.target = ids.at(t["target"].get<std::string>());
         if (t.contains("counters")) r.counters = report::target_from(t["counters"]);
         const auto& s = t["sample"];
@@ -110,7 +110,7 @@ std::string replay_daemon(const std::string& name) {
         h.targets.push_back(std::move(r));
       }
       h.dropped = step["dropped"].get<uint64_t>();
-      exporter->on_housekeeping(h);
+      exporter->on_readings(h);
       exporter->export_settled(h.now_ns);
     } else if (step.contains("probe")) {
       std::vector<redis::ProbeSample> samples;

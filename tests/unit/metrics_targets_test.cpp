@@ -65,7 +65,7 @@ TEST(MetricsTargets, RemovedTargetLeavesNoSeries) {
 
 TEST(MetricsTargets, ExporterForgetsARemovedTarget) {
   Metrics m;
-  thptrace::tracer::ProbeReport modes;
+  thptrace::tracer::AttachModes modes;
   Exporter x(m, modes);
   const auto a = x.add_target("a:1", true);
   const auto b = x.add_target("b:1", true);

@@ -284,13 +284,11 @@ void read_capture(const std::filesystem::path& json_path, ScenarioResult& r) {
   r.anon_huge_pages_kb_max = capture.anon_huge_pages_kb_max;
   r.rss_kb_max = capture.rss_kb_max;
   r.dropped_events = capture.totals.dropped_events;
-  const std::pair<const char*, const tracer::FamilyChoice*> families[] = {{"fork", &capture.probes.fork},
-                                                                          {"cow_fault", &capture.probes.cow_fault},
-                                                                          {"thp", &capture.probes.thp},
-                                                                          {"stall", &capture.probes.stall},
-                                                                          {"redis", &capture.probes.redis}};
-  for (const auto& [family, c] : families)
-    r.probes += fmt::format("{}{}={}", r.probes.empty() ? "" : " ", family, tracer::mode_name(c->mode));
+  // The results' probes column predates the kernel_copies family, which follows cow_fault.
+  for (const auto& f : tracer::kFamilies)
+    if (f.family != tracer::Family::kernel_copies)
+      r.probes += fmt::format("{}{}={}", r.probes.empty() ? "" : " ", f.name,
+                              tracer::mode_name(capture.probes.at(f.family).mode));
   if (capture.redis && capture.redis->reachable) r.disable_thp = capture.redis->disable_thp;
   r.copied_bytes = capture.memory.copied_bytes;
   if (capture.memory.cgroup) {

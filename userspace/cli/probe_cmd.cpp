@@ -62,9 +62,6 @@ int probe_main(int argc, char** argv) {
   } else if (!r.unsupported.empty()) {
     refused = r.unsupported + ".";
   }
-  const std::pair<const char*, const tracer::FamilyChoice*> families[] = {
-      {"fork", &r.fork}, {"cow_fault", &r.cow_fault}, {"thp", &r.thp}, {"stall", &r.stall}, {"redis", &r.redis},
-      {"kernel_copies", &r.kernel_copies}};
   if (vm.count("json")) {
     nlohmann::ordered_json j;
     j["kernel_release"] = r.kernel_release;
@@ -72,7 +69,8 @@ int probe_main(int argc, char** argv) {
     j["bpf_atomics"] = r.bpf_atomics;
     j["task_storage"] = r.task_storage;
     j["forced_fallback"] = r.forced_fallback;
-    for (const auto& [name, c] : families) j["families"][name] = {{"mode", tracer::mode_name(c->mode)}, {"why", c->why}};
+    for (const auto& f : tracer::kFamilies)
+      j["families"][f.name] = {{"mode", tracer::mode_name(r.at(f.family).mode)}, {"why", r.at(f.family).why}};
     if (!refused.empty()) j["error"] = refused;
     j["redis_binaries"] = nlohmann::ordered_json::array();
     for (const auto& b : entry_points) {
@@ -90,7 +88,8 @@ int probe_main(int argc, char** argv) {
     fmt::print("kernel {}  BTF {}  BPF atomics {}  task storage {}{}\n", r.kernel_release, r.btf ? "yes" : "no",
                r.bpf_atomics ? "yes" : "no (before 5.12)", r.task_storage ? "yes" : "no",
                r.forced_fallback ? "  (fallback forced)" : "");
-    for (const auto& [name, c] : families) fmt::print("  {:<13} {:<13} {}\n", name, tracer::mode_name(c->mode), c->why);
+    for (const auto& f : tracer::kFamilies)
+      fmt::print("  {:<13} {:<13} {}\n", f.name, tracer::mode_name(r.at(f.family).mode), r.at(f.family).why);
     for (const auto& b : entry_points) fmt::print("{}: {}\n", b.binary, tracer::describe(b));
   }
   // A kernel that cannot run a capture is a runtime failure, said in one sentence after the table.

@@ -139,22 +139,13 @@ void CaptureSession::attach(const CaptureOptions& o, const CaptureTarget& target
   inputs_.sample_every = o.sample_copies;
   if (o.sample_copies)
     resolver_ = std::make_unique<symbolize::Resolver>(target.pid, symbolize::ResolverOptions{o.debuginfod});
-  if (std::string why; !tracer_->watch(target.pid, &why))
-    throw FatalError(kExitRuntime, fmt::format("cannot watch pid {}: {}.", target.pid, why));
   tracer_->attach();
-  // The Tracer may have moved a family the kernel refused down its chain.
-  tracer::ProbeReport used = tracer_->modes();
-  if (std::string why; !tracer_->attach_libc_fork(target.pid, &why))
-    log::debug("{}; fork duration is the clone syscall's", why);
-  if (used.redis.mode == tracer::Mode::uprobe) {
-    std::string why;
-    if (!tracer_->attach_redis(target.pid, &why)) {
-      log::warn("{}; fork reasons will come from INFO polling", why);
-      used.redis = {target.redis ? tracer::Mode::info_polling : tracer::Mode::unavailable, why};
-    } else {
-      used.redis.why = why;  // which entry points the binary gave, which labels are left to INFO
-    }
-  }
+  const tracer::Followed followed = tracer_->follow(target.pid, target.redis.has_value());
+  if (!followed.watched)
+    throw FatalError(kExitRuntime, fmt::format("cannot watch pid {}: {}.", target.pid, followed.why));
+  if (!followed.libc_fork) log::debug("{}; fork duration is the clone syscall's", followed.fork_timing);
+  if (tracer_->modes().redis.mode == tracer::Mode::uprobe && followed.redis.mode != tracer::Mode::uprobe)
+    log::warn("{}; fork reasons will come from INFO polling", followed.redis.why);
   // Counting huge-page allocations hooks every page allocation of the machine: only when the target
   // could be given a huge page. Decided here, while the capabilities to attach are still held.
   inputs_.system = proc::read_system_info();
@@ -184,9 +175,8 @@ void CaptureSession::attach(const CaptureOptions& o, const CaptureTarget& target
   }
   if (std::string why; !drop_capabilities_except(keep, &why))
     log::warn("could not drop capabilities after attach ({}); continuing", why);
-  if (used.redis.mode == tracer::Mode::info_polling && !target.redis)
-    used.redis = {tracer::Mode::unavailable, "no --redis address to poll"};
-  inputs_.probes = used;
+  inputs_.probes = tracer_->modes();
+  inputs_.probes.redis = followed.redis;  // the family as it serves this process
   inputs_.huge_alloc = huge_alloc;
 }
 

@@ -24,7 +24,7 @@
 namespace thptrace::daemon {
 namespace {
 
-constexpr auto kHousekeeping = std::chrono::seconds(1);
+constexpr auto kReadEvery = std::chrono::seconds(1);
 constexpr auto kDiscoverEvery = std::chrono::seconds(5);
 const std::vector<int> kDaemonCapabilities = {CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH};
 // setns(CLONE_NEWNET) and opening another process's /proc/PID/ns/net and /proc/PID/root.
@@ -83,10 +83,7 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
   require_vmlinux_btf();
   // The uprobes are loaded whenever they may be used: which entry points a process gives is decided
   // per process when its uprobes are attached (Debian's redis-server, Valkey, a from-source build).
-  modes_ = tracer::choose_modes(options_.force_fallback, "");
-  modes_.redis = options_.force_fallback
-                     ? tracer::FamilyChoice{tracer::Mode::info_polling, "fallback forced: fork reasons from INFO"}
-                     : tracer::FamilyChoice{tracer::Mode::uprobe, "per process: the fork entry points its binary gives"};
+  modes_ = tracer::choose_modes(options_.force_fallback, tracer::RedisScope::each_process());
   tracer_ = std::make_unique<tracer::Tracer>(modes_, tracer::TracerOptions{.ringbuf_bytes = options_.ringbuf_kb * 1024,
                                                                             .max_targets = options_.max_targets,
                                                                             .max_episodes = options_.max_episodes});
@@ -332,16 +329,20 @@ void Daemon::on_event(const thptrace_event& e) {
   exporter_->on_event(t->id, e);
   // Polls go slowly while no fork is in progress: a fork, a child's exit and the server's exit each
   // get a poll at once (the reason of a fork without uprobes is read from the polls around it).
-  if (t->watcher && (e.type == EV_FORK || e.type == EV_CHILD_EXIT || e.type == EV_TARGET_EXIT))
-    t->watcher->wake(e.type != EV_TARGET_EXIT && !exporter_->open_children(t->id).empty());
+  if (e.type == EV_FORK || e.type == EV_CHILD_EXIT) pace_poller(*t);
+  if (e.type == EV_TARGET_EXIT && t->watcher) t->watcher->wake(false);
   if (e.type == EV_TARGET_EXIT) {
     log::debug("{}: pid {} exited", t->label, t->pid);
     lose_process(*t);
   }
 }
 
-void Daemon::housekeeping() {
-  Exporter::Housekeeping h;
+void Daemon::pace_poller(Target& t) {
+  if (t.watcher) t.watcher->wake(!exporter_->open_children(t.id).empty());
+}
+
+void Daemon::read_targets() {
+  Exporter::Readings h;
   h.system = proc::read_system_info();
   h.now_ns = proc::monotonic_ns();
   const auto system = proc::read_system_counters();
@@ -362,8 +363,8 @@ void Daemon::housekeeping() {
     h.targets.push_back({t->id, counters, t->sample});
   }
   h.dropped = tracer_->dropped();
-  exporter_->on_housekeeping(h);
-  if (std::chrono::steady_clock::now() >= next_upkeep_) upkeep();
+  exporter_->on_readings(h);
+  if (std::chrono::steady_clock::now() >= next_reap_) reap_kernel_maps();
 }
 
 void Daemon::discover() {
@@ -447,8 +448,8 @@ void Daemon::report_reachability(Target& t) {
 
 int Daemon::run() {
   fmt::print(stderr, "thptrace: daemon serving metrics on http://{}/metrics\n", options_.listen);
-  auto next_housekeeping = std::chrono::steady_clock::now();
-  auto next_discover = next_housekeeping;
+  auto next_read = std::chrono::steady_clock::now();
+  auto next_discover = next_read;
   const auto handle = [this](const thptrace_event& e) { on_event(e); };
   while (!stop_requested()) {
     const int n = tracer_->poll(100, handle);
@@ -466,10 +467,10 @@ int Daemon::run() {
       discover();
       next_discover = now + kDiscoverEvery;
     }
-    if (now >= next_housekeeping) {
-      housekeeping();
+    if (now >= next_read) {
+      read_targets();
       remove_exited();
-      next_housekeeping = now + kHousekeeping;
+      next_read = now + kReadEvery;
     }
   }
   exporter_->export_remaining();

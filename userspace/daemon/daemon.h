@@ -46,7 +46,7 @@ class Daemon {
   // While no fork is in progress: how often a poll also asks LATENCY HISTOGRAM and CONFIG GET, and
   // how often the /proc reads that cost (smaps_rollup walks every page table of the process, status,
   // the memory cgroup's files) are made; RSS is read each second (statm). During a fork and its tail,
-  // every poll and every round reads everything. docs/metrics.md says how fresh each series is.
+  // every poll and every round reads everything. docs/reference/metrics.md says how fresh each series is.
   static constexpr std::chrono::milliseconds kIdleExtrasEvery{10'000};
   // A target's server is searched for at most this often, whatever its process_id says.
   static constexpr std::chrono::milliseconds kLocateEvery{5'000};
@@ -113,22 +113,27 @@ class Daemon {
   // another one.
   void consider_locating(Target& t, const redis::Snapshot& s);
   void drain_snapshots();
-  void housekeeping();
+  // Each second: every target's reachability, latency probe samples, /proc sample and kernel
+  // counters, given to the exporter as one reading; then the kernel maps when they are due.
+  void read_targets();
   void discover();
   void on_event(const thptrace_event& e);
   Target* target_of(pid_t tgid);
   Target* target_by_id(Exporter::TargetId id);
-  // Long-run upkeep of the kernel side (daemon/upkeep.cpp): puts t.pid in the targets map and its
-  // uprobes on it, or marks it untraced (counted, logged once, exported) when the map is full.
+  // The kernel side of one target (daemon/kernel_maps.cpp): follows t.pid (Tracer::follow), or
+  // marks it untraced (counted, logged once, exported) when the targets map is full.
   bool trace_pid(Target& t);
-  // Every few seconds: reaps the episodes map, retries untraced targets, exports map occupancy
-  // and the BPF programs' own cost.
-  void upkeep();
+  // Every few seconds (daemon/kernel_maps.cpp): reaps the episodes map, retries untraced targets,
+  // exports map occupancy and the BPF programs' own cost.
+  void reap_kernel_maps();
+  // After a fork or a child's exit reached the exporter: a poll at once, and the busy pace while a
+  // child of the target lives (the correlator's open children say).
+  void pace_poller(Target& t);
 
   DaemonOptions options_;
   redis::Credentials credentials_;
   std::shared_ptr<const redis::TlsContext> discover_tls_;  // for discovered TLS ports
-  tracer::ProbeReport modes_;
+  tracer::AttachModes modes_;
   std::unique_ptr<tracer::Tracer> tracer_;
   Metrics metrics_;
   std::unique_ptr<Exporter> exporter_;
@@ -139,7 +144,7 @@ class Daemon {
   Locator locator_;
   std::vector<std::future<void>> retiring_;  // watchers and probes of removed targets, stopping
   std::set<pid_t> declined_;                 // servers --max-discovered left out (logged once each)
-  std::chrono::steady_clock::time_point next_upkeep_{};
+  std::chrono::steady_clock::time_point next_reap_{};
   std::map<std::string, std::pair<uint64_t, uint64_t>> program_cost_;  // name -> (runs, ns) exported
 };
 

@@ -7,20 +7,16 @@
 
 namespace thptrace::daemon {
 
-Exporter::Exporter(Metrics& metrics, const tracer::ProbeReport& modes)
+Exporter::Exporter(Metrics& metrics, const tracer::AttachModes& modes)
     : metrics_(metrics), modes_(modes), kernel_splits_(modes.cow_fault.mode == tracer::Mode::fentry) {
   metrics_.set_probe_modes(modes);
 }
 
 void Exporter::record_to(const std::string& record_path) {
   record_ = std::make_unique<std::ofstream>(record_path);
-  record({{"probes",
-           {{"fork", report::choice_json(modes_.fork)},
-            {"cow_fault", report::choice_json(modes_.cow_fault)},
-            {"thp", report::choice_json(modes_.thp)},
-            {"stall", report::choice_json(modes_.stall)},
-            {"redis", report::choice_json(modes_.redis)},
-            {"kernel_copies", report::choice_json(modes_.kernel_copies)}}}});
+  nlohmann::ordered_json probes;
+  for (const auto& f : tracer::kFamilies) probes[f.name] = report::choice_json(modes_.at(f.family));
+  record({{"probes", probes}});
 }
 
 void Exporter::record(const nlohmann::ordered_json& step) {
@@ -80,6 +76,17 @@ void Exporter::on_event(TargetId id, const thptrace_event& e) {
   }
 }
 
+void Exporter::on_lost_exit(TargetId id, const thptrace_episode& ep) {
+  thptrace_event e{};
+  e.type = EV_CHILD_EXIT;
+  e.tgid = ep.parent_tgid;
+  e.pid = ep.child_pid;
+  e.child_pid = ep.child_pid;
+  e.ts_ns = ep.exit_ts_ns;
+  e.episode = ep;
+  on_event(id, e);
+}
+
 void Exporter::on_snapshot(TargetId id, const redis::Snapshot& s) {
   Target& t = targets_.at(id);
   record({{"snapshot", report::snapshot_json(s)}, {"target", t.label}});
@@ -87,7 +94,7 @@ void Exporter::on_snapshot(TargetId id, const redis::Snapshot& s) {
   t.correlator.on_snapshot(s);
 }
 
-void Exporter::on_housekeeping(const Housekeeping& h) {
+void Exporter::on_readings(const Readings& h) {
   if (record_) {
     nlohmann::ordered_json step = {
         {"housekeeping", h.now_ns}, {"thp_enabled", h.system.thp_enabled}, {"thp_defrag", h.system.thp_defrag}};

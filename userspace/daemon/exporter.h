@@ -31,7 +31,7 @@ class Exporter {
   using TargetId = size_t;
 
   // What the daemon reads once a second.
-  struct Housekeeping {
+  struct Readings {
     uint64_t now_ns = 0;
     proc::SystemInfo system;
     std::optional<uint64_t> thp_split_pmd;  // /proc/vmstat
@@ -44,7 +44,7 @@ class Exporter {
     uint64_t dropped = 0;          // ring-buffer records lost since the start
   };
 
-  Exporter(Metrics& metrics, const tracer::ProbeReport& modes);
+  Exporter(Metrics& metrics, const tracer::AttachModes& modes);
   // Writes every input from now on to record_path, one JSON document a line (THPTRACE_RECORD_INPUTS),
   // for tests/unit/golden_test.cpp to replay.
   void record_to(const std::string& record_path);
@@ -57,7 +57,10 @@ class Exporter {
   void follow(TargetId t, pid_t pid);
   void on_event(TargetId t, const thptrace_event& e);
   void on_snapshot(TargetId t, const redis::Snapshot& s);
-  void on_housekeeping(const Housekeeping& h);
+  void on_readings(const Readings& h);
+  // An episode reaped from the kernel map whose exit record was lost (ring buffer full): complete,
+  // it closes its fork as the record would have.
+  void on_lost_exit(TargetId t, const thptrace_episode& ep);
   // The latency probe's requests since the last call: each observed in the fork phase when a fork
   // child of the target lived when its reply came (from the clone's entry to the child's exit).
   void on_probe_samples(TargetId t, const std::vector<redis::ProbeSample>& samples);
@@ -92,7 +95,7 @@ class Exporter {
   void record(const nlohmann::ordered_json& step);
 
   Metrics& metrics_;
-  tracer::ProbeReport modes_;
+  tracer::AttachModes modes_;
   bool kernel_splits_;
   std::map<TargetId, Target> targets_;
   TargetId next_id_ = 0;

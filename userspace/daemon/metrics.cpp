@@ -365,11 +365,9 @@ void Metrics::remove_target(const std::string& t) {
   mirror_->forget(t);
 }
 
-void Metrics::set_probe_modes(const tracer::ProbeReport& m) {
-  const std::pair<const char*, const tracer::FamilyChoice*> families[] = {
-      {"fork", &m.fork},   {"cow_fault", &m.cow_fault}, {"thp", &m.thp}, {"stall", &m.stall},
-      {"redis", &m.redis}, {"kernel_copies", &m.kernel_copies}};
-  for (const auto& [family, c] : families) probe_info_.Add({{"family", family}, {"mode", tracer::mode_name(c->mode)}}).Set(1);
+void Metrics::set_probe_modes(const tracer::AttachModes& m) {
+  for (const auto& f : tracer::kFamilies)
+    probe_info_.Add({{"family", f.name}, {"mode", tracer::mode_name(m.at(f.family).mode)}}).Set(1);
 }
 
 void Metrics::set_thp_mode(const std::string& enabled, const std::string& defrag) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// The daemon's Prometheus metrics (design.md §4), served by prometheus-cpp's pull exposer. Labels are
+// The daemon's Prometheus metrics (docs/reference/metrics.md), served by prometheus-cpp's pull exposer. Labels are
 // bounded: target (a Redis address or a process title), reason, kind, family, mode — never a pid.
 
 #include <prometheus/collectable.h>
@@ -49,7 +49,7 @@ class Metrics {
   // Removes every series labelled with target (a discovered server that exited), Redis's mirrored
   // figures included; add_target() makes them again at zero.
   void remove_target(const std::string& target);
-  void set_probe_modes(const tracer::ProbeReport& modes);
+  void set_probe_modes(const tracer::AttachModes& modes);
   void set_thp_mode(const std::string& enabled, const std::string& defrag);
 
   void on_fork_started(const std::string& target);
@@ -73,7 +73,7 @@ class Metrics {
   // The text exposition of every thptrace_* series (what /metrics serves, without the exposer's own).
   std::string exposition() const;
 
-  // Long-run health of the kernel side (daemon/upkeep.cpp).
+  // Long-run health of the kernel side (daemon/kernel_maps.cpp).
   void add_untracked_forks(const std::string& target, uint64_t n);
   // A target whose process the targets map has no room for: 1 while untraced.
   void set_untraced(const std::string& target, bool untraced);

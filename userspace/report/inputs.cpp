@@ -3,6 +3,8 @@
 
 #include <array>
 
+#include "tracer/abi.h"
+
 namespace thptrace::report {
 namespace {
 
@@ -10,47 +12,7 @@ using nlohmann::json;
 using nlohmann::ordered_json;
 
 // The ABI structs are written field by field (not as bytes) so a recording survives a field added
-// to them: a field the file lacks reads as zero. One field a line; clang-format reflows macro
-// bodies differently on each pass, so it leaves these alone.
-// clang-format off
-#define THPTRACE_EPISODE_FIELDS(X) \
-  X(parent_tgid) \
-  X(child_pid) \
-  X(reason) \
-  X(redis_ctx) \
-  X(fork_ts_ns) \
-  X(exit_ts_ns) \
-  X(clone_start_ns) \
-  X(clone_end_ns) \
-  X(libc_fork_ns) \
-  X(cow_faults) \
-  X(child_cow_faults) \
-  X(huge_cow_faults) \
-  X(thp_splits) \
-  X(huge_allocs) \
-  X(fault_ns_total) \
-  X(fault_ns_count) \
-  X(compaction_stalls) \
-  X(compaction_ns) \
-  X(reclaim_stalls) \
-  X(reclaim_ns)
-#define THPTRACE_TARGET_FIELDS(X) \
-  X(cow_faults) \
-  X(child_cow_faults) \
-  X(huge_cow_faults) \
-  X(thp_splits) \
-  X(huge_allocs) \
-  X(khugepaged_scans) \
-  X(thp_collapses) \
-  X(compaction_stalls) \
-  X(compaction_ns) \
-  X(reclaim_stalls) \
-  X(reclaim_ns) \
-  X(fault_ns_total) \
-  X(fault_ns_count) \
-  X(untracked_forks)
-// clang-format on
-#define THPTRACE_EVENT_FIELDS(X) X(type) X(tgid) X(pid) X(child_pid) X(ts_ns) X(start_ns) X(value) X(value2)
+// to them: a field the file lacks reads as zero. The field lists are tracer/abi.h's.
 
 template <typename T, size_t N>
 ordered_json array_json(const T (&a)[N]) {
@@ -265,15 +227,9 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
   if (!in.hostname.empty() || !in.boot_id.empty()) j["host"] = {{"name", in.hostname}, {"boot_id", in.boot_id}};
   j["comm"] = in.comm;
   j["status_thp_enabled"] = optional_json(in.status_thp_enabled);
-  j["probes"] = {{"btf", in.probes.btf},
-                 {"kernel_release", in.probes.kernel_release},
-                 {"fork", choice_json(in.probes.fork)},
-                 {"cow_fault", choice_json(in.probes.cow_fault)},
-                 {"thp", choice_json(in.probes.thp)},
-                 {"stall", choice_json(in.probes.stall)},
-                 {"redis", choice_json(in.probes.redis)},
-                 {"kernel_copies", choice_json(in.probes.kernel_copies)},
-                 {"forced_fallback", in.probes.forced_fallback}};
+  j["probes"] = {{"btf", in.probes.btf}, {"kernel_release", in.probes.kernel_release}};
+  for (const auto& f : tracer::kFamilies) j["probes"][f.name] = choice_json(in.probes.at(f.family));
+  j["probes"]["forced_fallback"] = in.probes.forced_fallback;
   j["huge_alloc"] = choice_json(in.huge_alloc);
   j["start_ns"] = in.start_ns;
   j["end_ns"] = in.end_ns;
@@ -366,13 +322,10 @@ CaptureInputs inputs_from_json(const json& j) {
   const auto& p = j.at("probes");
   in.probes.btf = p.at("btf").get<bool>();
   in.probes.kernel_release = p.at("kernel_release").get<std::string>();
-  in.probes.fork = choice_from(p.at("fork"));
-  in.probes.cow_fault = choice_from(p.at("cow_fault"));
-  in.probes.thp = choice_from(p.at("thp"));
-  in.probes.stall = choice_from(p.at("stall"));
-  in.probes.redis = choice_from(p.at("redis"));
   // Recorded before kernel-made copies were a family: unavailable, as they were then.
-  if (p.contains("kernel_copies")) in.probes.kernel_copies = choice_from(p.at("kernel_copies"));
+  for (const auto& f : tracer::kFamilies)
+    if (f.family != tracer::Family::kernel_copies || p.contains(f.name))
+      in.probes.at(f.family) = choice_from(p.at(f.name));
   in.probes.forced_fallback = p.at("forced_fallback").get<bool>();
   in.huge_alloc = choice_from(j.at("huge_alloc"));
   in.start_ns = j.at("start_ns").get<uint64_t>();

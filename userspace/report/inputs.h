@@ -44,7 +44,7 @@ struct CaptureInputs {
   int pid_in_namespace = 0;
   std::string comm;                        // /proc/PID/status Name at the start
   std::optional<bool> status_thp_enabled;  // /proc/PID/status THP_enabled at the start
-  tracer::ProbeReport probes;              // the modes in use after attach
+  tracer::AttachModes probes;              // the modes in use after attach
   tracer::FamilyChoice huge_alloc;
   uint64_t start_ns = 0, end_ns = 0;             // CLOCK_MONOTONIC
   // CLOCK_REALTIME at the same moments, the host's name and boot id; 0 and "" in recordings from

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// The one-shot capture report: its data, the JSON of the contract in design.md §4, the text a person
+// The one-shot capture report: its data, the JSON (docs/reference/report.schema.json), the text a person
 // reads, and the findings (plain sentences, most important first).
 
 #include <nlohmann/json.hpp>
@@ -93,7 +93,7 @@ struct ReplicationSection {
 inline constexpr double kHeadroomWarnShare = 0.20;
 
 // The shape of the JSON report, MAJOR.MINOR: MINOR grows when keys are added, MAJOR with any other
-// change (a key renamed, removed or given another meaning). docs/report.md has the policy.
+// change (a key renamed, removed or given another meaning). docs/guide/report.md has the policy.
 inline constexpr const char* kReportVersion = "1.0";
 
 struct Report {
@@ -111,7 +111,7 @@ struct Report {
   std::optional<bool> thp_enabled_for_process;
   uint64_t anon_huge_pages_kb_start = 0, anon_huge_pages_kb_max = 0, anon_huge_pages_kb_end = 0;
   uint64_t rss_kb_max = 0;
-  tracer::ProbeReport probes;
+  tracer::AttachModes probes;
   // The order-9 allocation counter (huge_page_allocs): attached only when the process could be given
   // a huge page; mode unavailable when it was not, with the reason.
   tracer::FamilyChoice huge_alloc;
@@ -166,5 +166,7 @@ Report from_json(const nlohmann::json& j);
 std::string json_text(const Report& r);
 // The text report; every line printable (common/text.h), whatever a name holds.
 std::string to_text(const Report& r);
+// CLOCK_REALTIME ns as RFC 3339 in UTC with milliseconds: 2026-12-02T12:00:00.000Z.
+std::string rfc3339_utc(int64_t ns);
 
 }  // namespace thptrace::report

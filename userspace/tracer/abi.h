@@ -21,3 +21,64 @@ static_assert((THPTRACE_HOT_LINES & (THPTRACE_HOT_LINES - 1)) == 0, "hot lines: 
 static_assert(sizeof(thptrace_copy_sample) == 32 + 8 * THPTRACE_STACK_DEPTH, "copy sample layout");
 static_assert(offsetof(thptrace_hot, live) == 12, "hot line layout");
 static_assert(sizeof(thptrace_sample_state) == 24, "sampler state layout");
+
+// The fields of each record, one list per struct, for code that walks them by name (the recorded
+// inputs, report/inputs.cpp). Every field is listed or named below as left out, and the sizes
+// check it: a field added to bpf/thptrace.h and not here fails the build. One field a line;
+// clang-format reflows macro bodies differently on each pass, so it leaves these alone.
+// clang-format off
+#define THPTRACE_EPISODE_FIELDS(X) \
+  X(parent_tgid) \
+  X(child_pid) \
+  X(reason) \
+  X(redis_ctx) \
+  X(fork_ts_ns) \
+  X(exit_ts_ns) \
+  X(clone_start_ns) \
+  X(clone_end_ns) \
+  X(libc_fork_ns) \
+  X(cow_faults) \
+  X(child_cow_faults) \
+  X(huge_cow_faults) \
+  X(thp_splits) \
+  X(huge_allocs) \
+  X(fault_ns_total) \
+  X(fault_ns_count) \
+  X(compaction_stalls) \
+  X(compaction_ns) \
+  X(reclaim_stalls) \
+  X(reclaim_ns)
+#define THPTRACE_TARGET_FIELDS(X) \
+  X(cow_faults) \
+  X(child_cow_faults) \
+  X(huge_cow_faults) \
+  X(thp_splits) \
+  X(huge_allocs) \
+  X(khugepaged_scans) \
+  X(thp_collapses) \
+  X(compaction_stalls) \
+  X(compaction_ns) \
+  X(reclaim_stalls) \
+  X(reclaim_ns) \
+  X(fault_ns_total) \
+  X(fault_ns_count) \
+  X(untracked_forks)
+#define THPTRACE_EVENT_FIELDS(X) X(type) X(tgid) X(pid) X(child_pid) X(ts_ns) X(start_ns) X(value) X(value2)
+// clang-format on
+
+#define THPTRACE_SIZE_IN_EPISODE(f) +sizeof(thptrace_episode::f)
+#define THPTRACE_SIZE_IN_TARGET(f) +sizeof(thptrace_target::f)
+#define THPTRACE_SIZE_IN_EVENT(f) +sizeof(thptrace_event::f)
+// Left out: tracked and based (the kernel's own bookkeeping), the arrays (written apart), and an
+// event's episode (written apart, for EV_CHILD_EXIT only).
+static_assert(0 THPTRACE_EPISODE_FIELDS(THPTRACE_SIZE_IN_EPISODE) + sizeof(thptrace_episode::tracked) +
+                      sizeof(thptrace_episode::based) + sizeof(thptrace_episode::fault_lat) ==
+                  sizeof(thptrace_episode),
+              "THPTRACE_EPISODE_FIELDS lists every field of thptrace_episode");
+static_assert(0 THPTRACE_TARGET_FIELDS(THPTRACE_SIZE_IN_TARGET) + sizeof(thptrace_target::active) +
+                      sizeof(thptrace_target::fault_lat) ==
+                  sizeof(thptrace_target),
+              "THPTRACE_TARGET_FIELDS lists every field of thptrace_target");
+static_assert(0 THPTRACE_EVENT_FIELDS(THPTRACE_SIZE_IN_EVENT) + sizeof(thptrace_event::episode) ==
+                  sizeof(thptrace_event),
+              "THPTRACE_EVENT_FIELDS lists every field of thptrace_event");

@@ -84,7 +84,7 @@ bool try_tracing(bpf_attach_type type, int btf_id, std::string& failure) {
 
 // x86 reports a fault taken in kernel mode (copy_to_user into a page shared after fork) on
 // page_fault_kernel, not page_fault_user (arch/x86/mm/fault.c, trace_page_fault_entries, 3.13+).
-FamilyChoice kernel_copies_choice(FeatureProbe& fp, const ProbeReport& r) {
+FamilyChoice kernel_copies_choice(FeatureProbe& fp, const AttachModes& r) {
   const char* lost = ": write faults the kernel takes in read()/recv() into a buffer shared with a fork child are not counted";
   switch (r.cow_fault.mode) {
     case Mode::fentry: return {Mode::fentry, "do_wp_page sees the kernel's own write faults with the rest"};
@@ -206,9 +206,27 @@ bool FeatureProbe::task_storage() {
 
 int FeatureProbe::ringbuf() { return libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, nullptr); }
 
-ProbeReport choose_modes(bool force_fallback, const std::string& redis_exe) {
+namespace {
+template <class Modes>
+auto& choice_of(Modes& m, Family f) {
+  switch (f) {
+    case Family::fork: return m.fork;
+    case Family::cow_fault: return m.cow_fault;
+    case Family::thp: return m.thp;
+    case Family::stall: return m.stall;
+    case Family::redis: return m.redis;
+    case Family::kernel_copies: return m.kernel_copies;
+  }
+  return m.redis;
+}
+}  // namespace
+
+FamilyChoice& AttachModes::at(Family f) { return choice_of(*this, f); }
+const FamilyChoice& AttachModes::at(Family f) const { return choice_of(*this, f); }
+
+AttachModes choose_modes(bool force_fallback, const RedisScope& redis) {
   FeatureProbe fp;
-  ProbeReport r;
+  AttachModes r;
   r.forced_fallback = force_fallback;
   r.kernel_release = proc::read_system_info().kernel_release;
   r.btf = fp.vmlinux_btf();
@@ -260,14 +278,16 @@ ProbeReport choose_modes(bool force_fallback, const std::string& redis_exe) {
   }
   r.kernel_copies = kernel_copies_choice(fp, r);
 
-  if (redis_exe.empty()) {
+  if (!redis.per_process && redis.exe.empty()) {
     r.redis = {Mode::unavailable, "no redis-server process watched"};
   } else if (force_fallback) {
     r.redis = {Mode::info_polling, "fallback forced: fork reasons from INFO"};
+  } else if (redis.per_process) {
+    r.redis = {Mode::uprobe, "per process: the fork entry points its binary gives"};
   } else {
     // Each entry point on its own: a missing one costs the labels that need it (entry_points.h).
-    const auto entry_points = find_entry_points(redis_exe);
-    r.redis = {entry_points.anchors() ? Mode::uprobe : Mode::info_polling, redis_exe + ": " + describe(entry_points)};
+    const auto entry_points = find_entry_points(redis.exe);
+    r.redis = {entry_points.anchors() ? Mode::uprobe : Mode::info_polling, redis.exe + ": " + describe(entry_points)};
   }
   vmlinux_slot().reset();  // the checks' results stay memoised; a later new check parses it again
   return r;

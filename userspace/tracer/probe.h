@@ -5,19 +5,20 @@
 // instruction program of each kind and see whether the kernel takes it.
 
 #include <string>
+#include <utility>
 #include <vector>
 
-namespace thptrace::tracer {
+#include "tracer/family.h"
 
-enum class Mode { fentry, tp_btf, raw_tp, uprobe, info_polling, unavailable };
-const char* mode_name(Mode m);
+namespace thptrace::tracer {
 
 struct FamilyChoice {
   Mode mode = Mode::unavailable;
   std::string why;
 };
 
-struct ProbeReport {
+// The attach mode of every family and why, with the kernel facts that decided them.
+struct AttachModes {
   bool btf = false;
   // BPF compare-and-exchange (Linux 5.12): without it the fork family loads its *_compat programs.
   bool bpf_atomics = false;
@@ -34,6 +35,9 @@ struct ProbeReport {
   // Non-empty when the kernel lacks something every capture needs (below the minimum kernel): one
   // sentence naming it. The Tracer refuses to start with it.
   std::string unsupported;
+
+  FamilyChoice& at(Family f);
+  const FamilyChoice& at(Family f) const;
 };
 
 // Individual checks; each result is memoised for the life of the process.
@@ -58,11 +62,26 @@ class FeatureProbe {
   std::string last_failure_;
 };
 
-// Chooses a mode per family from cheap stand-in programs. The Tracer then loads the real programs
-// and moves a family the kernel refuses down its chain (Tracer::modes() is the truth). With force_fallback every family takes the last mode of its chain
-// (raw_tp for kernel families, INFO polling for Redis) so those paths are testable on any kernel.
-// redis_exe names the redis-server binary whose exported symbols decide the redis family; "" means
-// no Redis process is being watched.
-ProbeReport choose_modes(bool force_fallback, const std::string& redis_exe);
+// Which Redis processes the redis family serves: none (""), the processes of one binary (a capture:
+// its exported symbols decide the family), or each followed process by its own binary (the daemon:
+// Tracer::follow decides per process).
+struct RedisScope {
+  RedisScope() = default;
+  RedisScope(std::string binary) : exe(std::move(binary)) {}  // NOLINT(google-explicit-constructor)
+  RedisScope(const char* binary) : exe(binary) {}             // NOLINT(google-explicit-constructor)
+  static RedisScope each_process() {
+    RedisScope s;
+    s.per_process = true;
+    return s;
+  }
+  std::string exe;
+  bool per_process = false;
+};
+
+// Chooses a mode per family from cheap stand-in programs: the request the Tracer's loader starts
+// from. The loader loads the real programs and moves a family the kernel refuses down its chain
+// (Tracer::modes() is the final answer). With force_fallback every family takes the last mode of its
+// chain (raw_tp for kernel families, INFO polling for Redis) so those paths are testable on any kernel.
+AttachModes choose_modes(bool force_fallback, const RedisScope& redis);
 
 }  // namespace thptrace::tracer

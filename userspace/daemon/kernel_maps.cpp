@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// The daemon's long-run upkeep of the kernel side: what keeps it truthful after months of forks,
-// restarts and lost ring-buffer records. Apart from daemon.cpp so that the event and Redis logic
-// there stays readable.
+// The daemon's kernel maps, kept truthful after months of forks, restarts and lost ring-buffer
+// records, and the kernel side of each target. Apart from daemon.cpp so that the event and Redis
+// logic there stays readable.
 //
 // - The episodes map (one entry per fork child) must hold live children only. An exit record lost
 //   to a full ring buffer leaves its episode there, closed; the map has room for a few hundred, and
-//   once full every new fork goes untracked. Each upkeep collects closed episodes (they are
+//   once full every new fork goes untracked. Each reaping collects closed episodes (they are
 //   complete and get exported as if their record had come) and drops those of dead children.
 // - The targets map holds max_targets processes. More Redis processes than that is a condition to
 //   count, log and export, not an exit: the extra ones are retried as slots free up.
@@ -20,7 +20,7 @@
 namespace thptrace::daemon {
 namespace {
 
-constexpr auto kUpkeepEvery = std::chrono::seconds(5);
+constexpr auto kReapEvery = std::chrono::seconds(5);
 
 bool bpf_stats_enabled() {
   const auto v = proc::read_file("/proc/sys/kernel/bpf_stats_enabled", 16);
@@ -30,13 +30,13 @@ bool bpf_stats_enabled() {
 }  // namespace
 
 bool Daemon::trace_pid(Target& t) {
-  std::string why;
-  if (!tracer_->watch(t.pid, &why)) {
+  const tracer::Followed followed = tracer_->follow(t.pid, true);
+  if (!followed.watched) {
     metrics_.set_untraced(t.label, true);
     if (!t.untraced) {
       // Once per process, not once per retry.
-      log::warn("{}: pid {} is not traced: {}; it is retried as watched processes exit (raise --max-targets)",
-                t.label, t.pid, why);
+      log::warn("{}: pid {} is not traced: {}; it is retried as watched processes exit (raise --max-targets)", t.label,
+                t.pid, followed.why);
       metrics_.add_watch_failure();
       t.untraced = true;
     }
@@ -45,27 +45,21 @@ bool Daemon::trace_pid(Target& t) {
   if (t.untraced) log::warn("{}: pid {} is traced now", t.label, t.pid);
   t.untraced = false;
   metrics_.set_untraced(t.label, false);
-  if (modes_.redis.mode == tracer::Mode::uprobe && !tracer_->attach_redis(t.pid, &why))
-    log::warn("{}: {}; fork reasons come from INFO", t.label, why);
-  if (!tracer_->attach_libc_fork(t.pid, &why)) log::debug("{}: {}", t.label, why);
+  if (modes_.redis.mode == tracer::Mode::uprobe && followed.redis.mode != tracer::Mode::uprobe)
+    log::warn("{}: {}; fork reasons come from INFO", t.label, followed.redis.why);
+  if (!followed.libc_fork) log::debug("{}: {}", t.label, followed.fork_timing);
   return true;
 }
 
-void Daemon::upkeep() {
-  next_upkeep_ = std::chrono::steady_clock::now() + kUpkeepEvery;
+void Daemon::reap_kernel_maps() {
+  next_reap_ = std::chrono::steady_clock::now() + kReapEvery;
 
   const auto reaped = tracer_->reap_episodes();
-  for (const auto& ep : reaped.lost_exits) {
-    // Exported exactly as if its record had arrived.
-    thptrace_event e{};
-    e.type = EV_CHILD_EXIT;
-    e.tgid = ep.parent_tgid;
-    e.pid = ep.child_pid;
-    e.child_pid = ep.child_pid;
-    e.ts_ns = ep.exit_ts_ns;
-    e.episode = ep;
-    on_event(e);
-  }
+  for (const auto& ep : reaped.lost_exits)
+    if (Target* t = target_of(static_cast<pid_t>(ep.parent_tgid))) {
+      exporter_->on_lost_exit(t->id, ep);
+      pace_poller(*t);
+    }
   if (!reaped.lost_exits.empty() || reaped.dead)
     log::debug("reaped {} episodes whose exit record was lost and {} of dead children", reaped.lost_exits.size(),
                reaped.dead);

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: Apache-2.0
+// The text report a person reads: the capture's summary, a row per fork (the worst and the latest
+// when there are many) with its replicas and what the clients felt, and the findings.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "common/text.h"
+#include "report/copies.h"
+#include "report/report.h"
+
+namespace thptrace::report {
+namespace {
+
+std::string fmt_opt(const std::optional<double>& v, const char* spec) {
+  return v ? fmt::format(fmt::runtime(spec), *v) : std::string("-");
+}
+
+// One replica's sync under its fork's row: how it got the fork, each state with the time since its
+// request, and how it ended.
+std::string replica_line(const correlate::ReplicaSync& s) {
+  std::string how;
+  switch (s.joined) {
+    case correlate::ReplicaSync::Joined::rode: how = "rode a fork in progress"; break;
+    case correlate::ReplicaSync::Joined::started: how = "its request started the fork"; break;
+    case correlate::ReplicaSync::Joined::waited:
+      how = fmt::format("waited {:.0f} ms for the fork", s.wait_ms.value_or(0));
+      break;
+    case correlate::ReplicaSync::Joined::unknown: how = "requested before the capture"; break;
+  }
+  std::string states;
+  if (s.outcome == correlate::ReplicaSync::Outcome::online && !s.sync_ms()) {
+    states = "online, synced between two polls";
+  } else {
+    for (const auto& x : s.states)
+      states += fmt::format("{}{} +{:.0f} ms", states.empty() ? "" : ", ", x.state,
+                            static_cast<double>(x.first_seen_ns - s.first_seen_ns) / 1e6);
+  }
+  std::string end;
+  if (s.outcome == correlate::ReplicaSync::Outcome::dropped)
+    end = fmt::format("; dropped after {:.0f} ms", static_cast<double>(s.last_seen_ns - s.first_seen_ns) / 1e6);
+  else if (s.outcome == correlate::ReplicaSync::Outcome::syncing)
+    end = "; still syncing at the end";
+  return fmt::format("           replica {} ({}): {}{}; offset {}", s.address, how, states, end, s.offset);
+}
+
+// A fork's row, continued: what the latency probe's requests felt during it and before it.
+std::string client_latency_line(const redis::ClientLatency& d, const std::optional<redis::ClientLatency>& b,
+                                uint64_t timeout_us) {
+  const auto figures = [timeout_us](const redis::ClientLatency& c) {
+    return fmt::format("max {:.2f} ms, p99.9 {:.2f} ms, p50 {:.0f} µs, {} of {} over {} µs", c.max_us / 1e3,
+                       c.p999_us / 1e3, c.p50_us, c.over_timeout, c.samples, timeout_us);
+  };
+  return fmt::format("           clients felt: {} during; {}", figures(d),
+                     b ? figures(*b) + " before" : std::string("nothing measured before"));
+}
+
+}  // namespace
+
+std::vector<bool> shown_forks(const std::vector<correlate::ForkEpisode>& forks) {
+  std::vector<bool> shown(forks.size(), forks.size() <= kForkTableRows);
+  if (forks.size() <= kForkTableRows) return shown;
+  std::vector<size_t> by_cow(forks.size());
+  for (size_t i = 0; i < by_cow.size(); ++i) by_cow[i] = i;
+  std::stable_sort(by_cow.begin(), by_cow.end(),
+                   [&](size_t a, size_t b) { return forks[a].cow_faults > forks[b].cow_faults; });
+  for (size_t i = 0; i < kWorstForksShown; ++i) shown[by_cow[i]] = true;
+  for (size_t i = forks.size() - kRecentForksShown; i < forks.size(); ++i) shown[i] = true;
+  return shown;
+}
+
+std::string to_text(const Report& r) {
+  std::string out;
+  // Each line made printable once here: a name cannot end a line early or hold a terminal escape.
+  auto line = [&out](const std::string& s) { out += text::printable(s) + "\n"; };
+  line(fmt::format("thptrace {} — capture of pid {} ({}) for {:.1f} s", r.version, r.pid, r.comm, r.duration_s));
+  if (r.start_realtime_ns)
+    line(fmt::format("host {}, from {} to {}", r.hostname.empty() ? "?" : r.hostname, rfc3339_utc(r.start_realtime_ns),
+                     rfc3339_utc(r.end_realtime_ns)));
+  line(fmt::format("kernel {}  THP enabled={} defrag={}  process THP_enabled={}", r.system.kernel_release,
+                   r.system.thp_enabled, r.system.thp_defrag,
+                   r.thp_enabled_for_process ? (*r.thp_enabled_for_process ? "1" : "0") : "n/a"));
+  line(fmt::format("AnonHugePages start/max/end: {}/{}/{} kB   RSS max: {} kB", r.anon_huge_pages_kb_start,
+                   r.anon_huge_pages_kb_max, r.anon_huge_pages_kb_end, r.rss_kb_max));
+  line(fmt::format("probes: fork={} cow_fault={} thp={} stall={} redis={}{}", tracer::mode_name(r.probes.fork.mode),
+                   tracer::mode_name(r.probes.cow_fault.mode), tracer::mode_name(r.probes.thp.mode),
+                   tracer::mode_name(r.probes.stall.mode), tracer::mode_name(r.probes.redis.mode),
+                   r.probes.forced_fallback ? " (fallback forced)" : ""));
+  if (r.probes.redis.mode == tracer::Mode::uprobe || r.probes.redis.mode == tracer::Mode::info_polling)
+    line(fmt::format("redis fork reasons: {}", r.probes.redis.why));
+  if (r.probes.kernel_copies.mode == tracer::Mode::unavailable)
+    line(fmt::format("kernel-made copies: not counted ({})", r.probes.kernel_copies.why));
+  if (r.huge_alloc.mode == tracer::Mode::unavailable)
+    line(fmt::format("huge page allocations: not counted ({})", r.huge_alloc.why));
+  else
+    line(fmt::format("huge page allocations: counted with {} ({})", tracer::mode_name(r.huge_alloc.mode),
+                     r.huge_alloc.why));
+  if (r.redis && r.redis->reachable)
+    line(fmt::format("redis {} at {}: disable-thp={} repl-diskless-sync={} latest_fork_usec={} total_forks +{}",
+                     r.redis->version, r.redis->address, r.redis->disable_thp, r.redis->repl_diskless_sync,
+                     r.redis->latest_fork_usec, r.redis->total_forks_delta));
+  if (r.redis)
+    for (const auto& o : r.redis->unanswered)
+      line(fmt::format(
+          "redis did not answer from +{:.1f} s {}: {}", r.seconds_since_start(o.from_ns),
+          o.to_ns ? fmt::format("to +{:.1f} s", r.seconds_since_start(o.to_ns)) : std::string("to the end"), o.error));
+  if (r.redis && r.redis->reachable)
+    for (const auto& why : r.redis->refused) line(fmt::format("redis figure missing: {}", why));
+  if (const auto& c = r.memory.cgroup) {
+    const auto mib = [](uint64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20)); };
+    line(fmt::format("memory cgroup v{} {}: limit {}, usage peak {}{}, oom kills {}", c->version, c->path,
+                     c->limit_bytes ? mib(*c->limit_bytes) : std::string("none"), mib(c->usage_max_bytes),
+                     c->limit_bytes ? fmt::format(" ({:.0f}% of it)",
+                                                  100.0 * static_cast<double>(c->usage_max_bytes) /
+                                                      static_cast<double>(std::max<uint64_t>(*c->limit_bytes, 1)))
+                                    : std::string(),
+                     c->oom_kills));
+  }
+  if (const auto& x = r.replication) {
+    const auto mib = [](uint64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20)); };
+    std::string limit = "unknown";
+    if (x->limit)
+      limit = fmt::format("{} hard, {} soft for {} s", mib(x->limit->hard_bytes), mib(x->limit->soft_bytes),
+                          x->limit->soft_seconds);
+    line(fmt::format(
+        "replication: {} full syncs (INFO sync_full +{}), {} dropped before online; replica output "
+        "buffer limit {}; replication buffers peak {}{}{}",
+        x->replica_syncs, x->full_syncs, x->dropped_syncs, limit, mib(x->replication_buffer_peak_bytes),
+        x->replica_output_buffer_peak_bytes
+            ? fmt::format(", replica output buffer peak {}", mib(*x->replica_output_buffer_peak_bytes))
+            : std::string(),
+        x->output_buffer_limit_disconnections
+            ? fmt::format(", output buffer limit disconnections +{}", *x->output_buffer_limit_disconnections)
+            : std::string()));
+  }
+  line("");
+  line(fmt::format("forks: {}", r.forks.size()));
+  if (!r.forks.empty()) {
+    line(fmt::format("  {:>8} {:<19} {:>10} {:>11} {:>10} {:>10} {:>7} {:>21} {:>21}", "child", "reason", "fork_us",
+                     "lifetime_ms", "cow", "child_cow", "splits", "p50/p99.9 us during", "p50/p99.9 us before"));
+    const auto shown = shown_forks(r.forks);
+    for (size_t i = 0; i < r.forks.size(); ++i) {
+      if (!shown[i]) continue;
+      const auto& e = r.forks[i];
+      auto lat = [](const std::optional<correlate::LatencyWindow>& w) {
+        return w ? fmt::format("{:.0f}/{:.0f}", w->p50_us, w->p999_us) : std::string("-");
+      };
+      line(fmt::format("  {:>8} {:<19} {:>10} {:>11} {:>10} {:>10} {:>7} {:>21} {:>21}", e.child_pid,
+                       correlate::reason_name(e.reason), fmt_opt(e.fork_duration_us, "{:.0f}"),
+                       e.child_lifetime_ms ? fmt::format("{:.1f}", *e.child_lifetime_ms) : std::string("alive"),
+                       e.cow_faults, e.child_cow_faults, e.thp_splits, lat(e.latency_during), lat(e.latency_before)));
+      if (r.client_probe && e.client_latency_during)
+        line(client_latency_line(*e.client_latency_during, e.client_latency_before, r.client_probe->client_timeout_us));
+      if (e.fault_avg_ns)
+        line(fmt::format("           COW fault handler: avg {:.0f} ns; huge-PMD faults {}", *e.fault_avg_ns,
+                         e.huge_cow_faults));
+      for (size_t k = 0; k < e.replicas.size() && k < kReplicasShown; ++k) line(replica_line(e.replicas[k]));
+      if (e.replicas.size() > kReplicasShown)
+        line(fmt::format("           ... {} more replicas (the JSON report has them all)",
+                         e.replicas.size() - kReplicasShown));
+      if (e.copies)
+        for (const auto& l : copies_lines(*e.copies)) line(l);
+    }
+    const auto hidden = static_cast<size_t>(std::count(shown.begin(), shown.end(), false));
+    if (hidden > 0)
+      line(
+          fmt::format("  ... {} more forks not shown: the table keeps the {} with the most copy-on-write faults "
+                      "and the {} most recent; the JSON report has every fork.",
+                      hidden, kWorstForksShown, kRecentForksShown));
+  }
+  line("");
+  line(
+      fmt::format("totals: cow_faults={} child_cow_faults={} thp_splits={} thp_collapses={} compaction_stalls={} "
+                  "reclaim_stalls={} dropped_events={}",
+                  r.totals.cow_faults, r.totals.child_cow_faults, r.totals.thp_splits, r.totals.thp_collapses,
+                  r.totals.compaction_stalls, r.totals.reclaim_stalls, r.totals.dropped_events));
+  line("");
+  line("findings:");
+  int i = 1;
+  for (const auto& f : findings(r)) line(fmt::format("  {}. {}", i++, f));
+  return out;
+}
+
+}  // namespace thptrace::report

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The probe families and their attach modes: one table of names, hooks and fallback chains. Every
+// place that lists the families (the loader, the report, the recorded inputs, the metrics, `thptrace
+// probe`) walks kFamilies, so a new family is one row here, its programs in the loader's table
+// (loader.cpp) and its BPF file.
+
+#include <array>
+#include <string_view>
+
+namespace thptrace::tracer {
+
+enum class Mode { fentry, tp_btf, raw_tp, uprobe, info_polling, unavailable };
+const char* mode_name(Mode m);
+
+enum class Family { fork, cow_fault, thp, stall, redis, kernel_copies };
+
+struct FamilyInfo {
+  Family family;
+  const char* name;   // in reports, metrics (family label) and `thptrace probe`
+  const char* hooks;  // what its programs attach to, for `thptrace probe` and docs
+  // The modes it may take, best first; a family the kernel refuses moves to the next one.
+  std::array<Mode, 3> chain;
+};
+
+// In the order every listing uses.
+inline constexpr std::array<FamilyInfo, 6> kFamilies = {{
+    {Family::fork,
+     "fork",
+     "sched_process_fork/exit; sys_enter/exit for clone timing; a uprobe pair on libc fork()",
+     {Mode::tp_btf, Mode::raw_tp, Mode::unavailable}},
+    {Family::cow_fault,
+     "cow_fault",
+     "fentry/fexit do_wp_page and do_huge_pmd_wp_page, else page_fault_user",
+     {Mode::fentry, Mode::tp_btf, Mode::raw_tp}},
+    {Family::thp,
+     "thp",
+     "mm_khugepaged_scan_pmd, mm_collapse_huge_page",
+     {Mode::tp_btf, Mode::raw_tp, Mode::unavailable}},
+    {Family::stall,
+     "stall",
+     "mm_compaction_begin/end, mm_vmscan_direct_reclaim_begin/end",
+     {Mode::tp_btf, Mode::raw_tp, Mode::unavailable}},
+    {Family::redis,
+     "redis",
+     "uprobes on the server's fork entry points, else INFO polling",
+     {Mode::uprobe, Mode::info_polling, Mode::unavailable}},
+    {Family::kernel_copies,
+     "kernel_copies",
+     "do_wp_page under fentry, else page_fault_kernel",
+     {Mode::fentry, Mode::tp_btf, Mode::raw_tp}},
+}};
+
+constexpr const FamilyInfo& family_info(Family f) {
+  for (const auto& i : kFamilies)
+    if (i.family == f) return i;
+  return kFamilies[0];
+}
+constexpr const char* family_name(Family f) { return family_info(f).name; }
+
+// The mode after m in f's chain: where f goes when the kernel refuses its programs in mode m.
+constexpr Mode next_mode(Family f, Mode m) {
+  const auto& chain = family_info(f).chain;
+  for (size_t i = 0; i + 1 < chain.size(); i++)
+    if (chain[i] == m) return chain[i + 1];
+  return Mode::unavailable;
+}
+
+}  // namespace thptrace::tracer
