@@ -33,12 +33,7 @@ class DiscoveringDaemon {
   // Waits until pred(scrape) holds; false on timeout.
   template <typename Pred>
   bool wait_until(Pred pred, std::chrono::seconds timeout) {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < until) {
-      if (pred(scrape())) return true;
-      std::this_thread::sleep_for(200ms);
-    }
-    return false;
+    return thptrace::test::wait_until([&] { return pred(scrape()); }, timeout, 200ms);
   }
 
  private:

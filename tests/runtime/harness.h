@@ -7,12 +7,14 @@
 #include <gtest/gtest.h>
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "redis/client.h"
@@ -130,7 +132,7 @@ std::string make_temp_dir(const std::string& prefix);
 std::vector<std::string> loaded_bpf_program_names();
 std::vector<std::string> leftover_thptrace_programs();
 
-// A capture report, checked against docs/report.schema.json (throws when it does not match).
+// A capture report, checked against docs/reference/report.schema.json (throws when it does not match).
 nlohmann::json read_json(const std::string& path);
 
 // GET http://127.0.0.1:port/path; the body, or nullopt when nothing answered.
@@ -148,6 +150,52 @@ class ThpModeGuard {
 
  private:
   std::string saved_;
+};
+
+// Polls pred every `step` until it holds or `timeout` has passed; whether it held.
+template <class Pred>
+bool wait_until(Pred pred, std::chrono::milliseconds timeout,
+                std::chrono::milliseconds step = std::chrono::milliseconds(50)) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(step);
+  }
+  return pred();
+}
+
+// Until INFO's `key` reads `want` on any server with info_field (RedisServer, SecureRedis).
+template <class Server>
+bool wait_info(const Server& r, const std::string& key, const std::string& want, std::chrono::milliseconds timeout) {
+  return wait_until([&] { return r.info_field(key) == want; }, timeout);
+}
+
+// SETs of 400 bytes from one connection of `r` (any server with client()) until destroyed: the parent
+// keeps dirtying pages while its children live.
+template <class Server>
+class WriteLoad {
+ public:
+  explicit WriteLoad(const Server& r, std::string prefix = "key:", uint64_t keys = 200000)
+      : thread_([this, &r, prefix = std::move(prefix), keys] {
+          auto c = r.client();
+          uint64_t i = 0;
+          while (c && !stop_) {
+            c->command({"SET", prefix + std::to_string(i++ % keys), std::string(400, 'x')});
+            ++writes_;
+          }
+        }) {}
+  ~WriteLoad() {
+    stop_ = true;
+    thread_.join();
+  }
+  WriteLoad(const WriteLoad&) = delete;
+  WriteLoad& operator=(const WriteLoad&) = delete;
+  uint64_t writes() const { return writes_; }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> writes_{0};
+  std::thread thread_;
 };
 
 }  // namespace thptrace::test

@@ -20,16 +20,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Polls INFO until pred(value of key) holds; fails the test after the timeout.
-bool wait_info(const RedisServer& r, const std::string& key, const std::string& want, std::chrono::seconds timeout) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    if (r.info_field(key) == want) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return false;
-}
-
 bool wait_replica_online(const RedisServer& master, const RedisServer& replica, std::chrono::seconds timeout) {
   const auto until = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < until) {
@@ -39,29 +29,6 @@ bool wait_replica_online(const RedisServer& master, const RedisServer& replica, 
   }
   return false;
 }
-
-// A client writing SETs until stopped: the parent keeps dirtying pages while children live.
-class WriteLoad {
- public:
-  explicit WriteLoad(const RedisServer& r) : thread_([this, &r] {
-      auto c = r.client();
-      uint64_t i = 0;
-      while (c && !stop_) {
-        c->command({"SET", "key:" + std::to_string(i++ % 200000), std::string(400, 'x')});
-        ++writes_;
-      }
-    }) {}
-  ~WriteLoad() {
-    stop_ = true;
-    thread_.join();
-  }
-  uint64_t writes() const { return writes_; }
-
- private:
-  std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> writes_{0};
-  std::thread thread_;
-};
 
 // A server of the Redis family under test: Debian's redis-server, or a fetched build.
 using Server = ServerBuild;

@@ -20,25 +20,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// SETs of 400 bytes from one connection until stopped.
-class WriteLoad {
- public:
-  explicit WriteLoad(const RedisServer& r)
-      : thread_([this, &r] {
-          auto c = r.client();
-          uint64_t i = 0;
-          while (c && !stop_) c->command({"SET", "load:" + std::to_string(i++ % 50000), std::string(400, 'x')});
-        }) {}
-  ~WriteLoad() {
-    stop_ = true;
-    thread_.join();
-  }
-
- private:
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
 void populate(const RedisServer& r, int steps) {
   for (int i = 0; i < steps; ++i) r.cmd({"DEBUG", "POPULATE", "20000", "key" + std::to_string(i), "400"});
 }
@@ -93,7 +74,7 @@ void three_replicas(bool diskless) {
   std::set<std::string> addresses;
   const auto forks_before = primary.info_field("total_forks");
   const auto report = capture(primary, [&] {
-    WriteLoad load(primary);
+    WriteLoad load(primary, "load:", 50000);
     const std::vector<std::string> replica_of = {"--replicaof", "127.0.0.1", std::to_string(primary.port())};
     RedisServer a(replica_of), b(replica_of), c(replica_of);
     const auto until = std::chrono::steady_clock::now() + 45s;
@@ -159,7 +140,7 @@ void three_replicas_over_their_channels(const ServerBuild& s, const std::vector<
   populate(primary, 10);  // 200,000 keys: each replica loads its RDB long enough for a poll to see it
   std::set<std::string> addresses, replica_ports;
   const auto report = capture(primary, [&] {
-    WriteLoad load(primary);
+    WriteLoad load(primary, "load:", 50000);
     auto replica_of = channel;
     replica_of.insert(replica_of.end(), {"--replicaof", "127.0.0.1", std::to_string(primary.port())});
     RedisServer a(replica_of, 0, s.binary), b(replica_of, 0, s.binary), c(replica_of, 0, s.binary);
@@ -227,7 +208,7 @@ nlohmann::json one_replica_under_load(const std::string& limit, int64_t* full_sy
   populate(primary, 10);  // 200,000 keys: the sync lasts long enough for the polls to see it
   const int64_t before = std::stoll(primary.info_field("sync_full"));
   auto report = capture(primary, [&] {
-    WriteLoad load(primary), load2(primary);
+    WriteLoad load(primary, "load:", 50000), load2(primary, "load:", 50000);
     RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(primary.port())});
     *address = "127.0.0.1:" + std::to_string(replica.port());
     std::this_thread::sleep_for(6s);

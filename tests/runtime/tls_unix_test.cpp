@@ -224,39 +224,6 @@ class SecureRedis {
   std::unique_ptr<Process> proc_;
 };
 
-bool wait_info(const SecureRedis& r, const std::string& key, const std::string& want, std::chrono::seconds timeout) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    if (r.info_field(key) == want) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return false;
-}
-
-// SETs until stopped, over the server's own transport: the parent dirties pages while children live.
-class WriteLoad {
- public:
-  explicit WriteLoad(const SecureRedis& r)
-      : thread_([this, &r] {
-          auto c = r.client();
-          uint64_t i = 0;
-          while (c && !stop_) {
-            c->command({"SET", "key:" + std::to_string(i++ % 200000), std::string(400, 'x')});
-            ++writes_;
-          }
-        }) {}
-  ~WriteLoad() {
-    stop_ = true;
-    thread_.join();
-  }
-  uint64_t writes() const { return writes_; }
-
- private:
-  std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> writes_{0};
-  std::thread thread_;
-};
-
 // BGSAVE, a full sync over disk, a diskless one and BGREWRITEAOF under write load, captured through
 // the server's TLS port or unix socket: four forks named by uprobes, and a Redis section.
 void four_forks(SecureRedis::Kind kind) {
