@@ -118,7 +118,8 @@ std::string scenario_line(const ScenarioResult& r) {
   return s;
 }
 
-int run(BenchOptions o) {
+// The tools a run needs: root, a server binary and the thptrace beside thptrace-bench (or on PATH).
+void find_tools(BenchOptions& o) {
   if (::geteuid() != 0)
     throw BenchError("thptrace bench needs root: every scenario's capture loads BPF programs (run it with sudo)");
   if (o.server.empty()) {
@@ -136,10 +137,11 @@ int run(BenchOptions o) {
           "BUILD_DIR)");
     o.thptrace = thptrace->string();
   }
+}
 
-  // Which THP scenarios run: --thp-ab insists, --no-thp-ab drops them, otherwise they run where
-  // the mode can be changed and are skipped with a note where it cannot.
-  RunInfo info;
+// Which THP scenarios run: --thp-ab insists, --no-thp-ab drops them, otherwise they run where
+// the mode can be changed and are skipped with a note where it cannot.
+void choose_thp_scenarios(BenchOptions& o, RunInfo& info) {
   const bool writable = ThpMode::writable();
   if (o.thp_ab == ThpAb::on) {
     if (!writable)
@@ -162,6 +164,28 @@ int run(BenchOptions o) {
                                : fmt::format("the THP A/B was skipped: {} is not writable", proc::kThpEnabledPath));
   }
   if (o.scenarios.empty()) throw UsageError("no scenario left to run once the THP A/B was dropped");
+}
+
+// The host as the run starts: time, version, kernel, CPUs, memory, load, THP modes.
+void describe_host(RunInfo& info) {
+  info.utc_start = utc_now("%Y-%m-%dT%H:%M:%SZ");
+  info.thptrace_version = kVersion;
+  utsname u{};
+  if (::uname(&u) == 0) info.kernel_release = u.release;
+  info.cpus = static_cast<unsigned>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+  info.mem_total_kb = mem_total_kb();
+  info.loadavg_start = loadavg();
+  const auto system = proc::read_system_info();
+  info.host_thp_enabled = system.thp_enabled;
+  info.host_thp_defrag = system.thp_defrag;
+}
+
+int run(BenchOptions o) {
+  find_tools(o);
+
+  RunInfo info;
+  choose_thp_scenarios(o, info);
+  const auto is_thp = [](const ScenarioSpec& s) { return !s.thp_mode.empty(); };
 
   // The servers' data directory, removed whatever happens (an AOF of a large dataset is big).
   struct WorkDir {
@@ -196,16 +220,7 @@ int run(BenchOptions o) {
 
   StopSignals signals;
   const auto& interrupted = StopSignals::interrupted();
-  info.utc_start = utc_now("%Y-%m-%dT%H:%M:%SZ");
-  info.thptrace_version = kVersion;
-  utsname u{};
-  if (::uname(&u) == 0) info.kernel_release = u.release;
-  info.cpus = static_cast<unsigned>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
-  info.mem_total_kb = mem_total_kb();
-  info.loadavg_start = loadavg();
-  const auto system = proc::read_system_info();
-  info.host_thp_enabled = system.thp_enabled;
-  info.host_thp_defrag = system.thp_defrag;
+  describe_host(info);
 
   std::optional<ThpMode> thp;
   if (std::any_of(o.scenarios.begin(), o.scenarios.end(), is_thp)) thp.emplace();

@@ -104,13 +104,8 @@ void copy_findings(const Report& r, std::vector<Finding>& f) {
                                 r.copy_samples_dropped)});
 }
 
-}  // namespace
-
-std::vector<std::string> findings(const Report& r) {
-  std::vector<Finding> f;
-  const bool thp_always = r.system.thp_enabled == "always";
-  const uint64_t forks = r.forks.size();
-
+// A full-sync loop, drops by the output buffer limit, forks wasted on dropped replicas.
+void replication_findings(const Report& r, std::vector<Finding>& f) {
   if (const auto& x = r.replication; x && !x->loops.empty()) f.push_back({-1, loop_finding(*x)});
   // Disconnections by the limit without a second full sync: the replica came back with a partial
   // resync (the backlog still held its offset), but each drop is a reconnect and a resend.
@@ -131,13 +126,11 @@ std::vector<std::string> findings(const Report& r) {
                                 "(Redis then kills the child): wasted, {} copied on write for nothing.",
                                 x->wasted_forks, x->wasted_forks == 1 ? "" : "s",
                                 mib(static_cast<double>(x->wasted_copied_bytes) / 1024.0))});
+}
 
-  if (r.totals.dropped_events > 0)
-    f.push_back({0, fmt::format("{} kernel events were dropped because the ring buffer was full: episode "
-                                "boundaries may be missing (fault counts are kept in maps and are complete).",
-                                r.totals.dropped_events)});
-
-  if (thp_always && r.thp_enabled_for_process == false) {
+// How the process stands with THP: opted out, never, backed by huge pages, or none under madvise.
+void thp_findings(const Report& r, std::vector<Finding>& f) {
+  if (r.system.thp_enabled == "always" && r.thp_enabled_for_process == false) {
     std::string why = r.redis && r.redis->disable_thp == "yes"
                           ? "Redis's `disable-thp yes` (the default since 6.2) called prctl(PR_SET_THP_DISABLE) at start-up"
                           : "the process called prctl(PR_SET_THP_DISABLE)";
@@ -156,7 +149,10 @@ std::vector<std::string> findings(const Report& r) {
     f.push_back({6, "THP is `madvise` and this process has no huge pages (AnonHugePages 0 kB): copy-on-write "
                     "after fork works on 4 KiB pages."});
   }
+}
 
+// What the forks did to memory: PMD splits, syncs over disk, the copies, the fork time per GB.
+void fork_findings(const Report& r, std::vector<Finding>& f) {
   uint64_t splits = 0;
   bool vmstat_splits = false;
   for (const auto& e : r.forks) {
@@ -192,7 +188,10 @@ std::vector<std::string> findings(const Report& r) {
                                 gb > 0 ? *e.fork_duration_us / 1000.0 / gb : 0.0)});
     break;  // one representative line; the table has them all
   }
+}
 
+// Redis's server-side latency in the fork windows against the windows before.
+void latency_findings(const Report& r, std::vector<Finding>& f) {
   // Latency windows: one sentence per fork while there are few; past that one sentence with counts
   // and the worst window, so that a capture of hundreds of forks (a full-sync loop) stays readable.
   std::vector<const correlate::ForkEpisode*> windows;
@@ -220,15 +219,10 @@ std::vector<std::string> findings(const Report& r) {
                                 worse, windows.size(), correlate::reason_name(worst->reason), worst->child_pid,
                                 worst->latency_during->p999_us, worst->latency_before->p999_us)});
   }
+}
 
-  if (r.totals.compaction_stalls + r.totals.reclaim_stalls > 0)
-    f.push_back({3, fmt::format("The process stalled {} times in direct compaction ({:.1f} ms) and {} times in "
-                                "direct reclaim ({:.1f} ms).",
-                                r.totals.compaction_stalls, r.totals.compaction_ms, r.totals.reclaim_stalls,
-                                r.totals.reclaim_ms)});
-  if (r.totals.thp_collapses > 0)
-    f.push_back({4, fmt::format("khugepaged collapsed {} ranges of this process into huge pages.", r.totals.thp_collapses)});
-
+// What Redis left out or contradicted: unreachable, unanswered for a while, no address, another process.
+void redis_findings(const Report& r, std::vector<Finding>& f) {
   if (r.redis && !r.redis->reachable)
     f.push_back({1, fmt::format("Redis at {} was not reachable ({}): fork reasons and server-side latency are "
                                 "missing; the kernel figures are complete.",
@@ -259,12 +253,10 @@ std::vector<std::string> findings(const Report& r) {
     f.push_back({1, fmt::format("Redis at {} reports process_id {}, not the traced pid {}: its figures describe "
                                 "another process.",
                                 r.redis->address, r.redis->process_id, r.pid)});
-  if (r.target_exited) f.push_back({1, fmt::format("The traced process {} exited during the capture; the report covers what was seen until then.", r.pid)});
-  if (forks == 0) f.push_back({8, "No fork happened during the capture."});
-  if (r.totals.untracked_forks > 0)
-    f.push_back({2, fmt::format("{} forks overlapped more than {} live children and their faults were not "
-                                "attributed.", r.totals.untracked_forks, THPTRACE_MAX_ACTIVE)});
+}
 
+// The memory cgroup: usage near its limit during forks, OOM kills.
+void memory_findings(const Report& r, std::vector<Finding>& f) {
   if (const auto& c = r.memory.cgroup) {
     const auto in_mib = [](uint64_t b) { return static_cast<double>(b) / (1 << 20); };
     if (c->limit_bytes && *c->limit_bytes > 0 &&
@@ -290,6 +282,42 @@ std::vector<std::string> findings(const Report& r) {
       f.push_back({0, fmt::format("The kernel OOM-killed {} process(es) in this memory cgroup ({}) during the capture.",
                                   c->oom_kills, c->path)});
   }
+}
+
+}  // namespace
+
+std::vector<std::string> findings(const Report& r) {
+  std::vector<Finding> f;
+  replication_findings(r, f);
+  if (r.totals.dropped_events > 0)
+    f.push_back({0, fmt::format("{} kernel events were dropped because the ring buffer was full: episode "
+                                "boundaries may be missing (fault counts are kept in maps and are complete).",
+                                r.totals.dropped_events)});
+
+  thp_findings(r, f);
+  fork_findings(r, f);
+  latency_findings(r, f);
+  if (r.totals.compaction_stalls + r.totals.reclaim_stalls > 0)
+    f.push_back({3, fmt::format("The process stalled {} times in direct compaction ({:.1f} ms) and {} times in "
+                                "direct reclaim ({:.1f} ms).",
+                                r.totals.compaction_stalls, r.totals.compaction_ms, r.totals.reclaim_stalls,
+                                r.totals.reclaim_ms)});
+  if (r.totals.thp_collapses > 0)
+    f.push_back(
+        {4, fmt::format("khugepaged collapsed {} ranges of this process into huge pages.", r.totals.thp_collapses)});
+
+  redis_findings(r, f);
+  if (r.target_exited)
+    f.push_back(
+        {1, fmt::format("The traced process {} exited during the capture; the report covers what was seen until then.",
+                        r.pid)});
+  if (r.forks.empty()) f.push_back({8, "No fork happened during the capture."});
+  if (r.totals.untracked_forks > 0)
+    f.push_back({2, fmt::format("{} forks overlapped more than {} live children and their faults were not "
+                                "attributed.",
+                                r.totals.untracked_forks, THPTRACE_MAX_ACTIVE)});
+
+  memory_findings(r, f);
 
   std::stable_sort(f.begin(), f.end(), [](const Finding& a, const Finding& b) { return a.priority < b.priority; });
   std::vector<std::string> out;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "common/text.h"
 #include "report/copies.h"
@@ -55,24 +56,10 @@ std::string client_latency_line(const redis::ClientLatency& d, const std::option
                      b ? figures(*b) + " before" : std::string("nothing measured before"));
 }
 
-}  // namespace
+using Line = std::function<void(const std::string&)>;
 
-std::vector<bool> shown_forks(const std::vector<correlate::ForkEpisode>& forks) {
-  std::vector<bool> shown(forks.size(), forks.size() <= kForkTableRows);
-  if (forks.size() <= kForkTableRows) return shown;
-  std::vector<size_t> by_cow(forks.size());
-  for (size_t i = 0; i < by_cow.size(); ++i) by_cow[i] = i;
-  std::stable_sort(by_cow.begin(), by_cow.end(),
-                   [&](size_t a, size_t b) { return forks[a].cow_faults > forks[b].cow_faults; });
-  for (size_t i = 0; i < kWorstForksShown; ++i) shown[by_cow[i]] = true;
-  for (size_t i = forks.size() - kRecentForksShown; i < forks.size(); ++i) shown[i] = true;
-  return shown;
-}
-
-std::string to_text(const Report& r) {
-  std::string out;
-  // Each line made printable once here: a name cannot end a line early or hold a terminal escape.
-  auto line = [&out](const std::string& s) { out += text::printable(s) + "\n"; };
+// Who was captured, where and how: the host, the kernel's THP modes, the attach modes.
+void capture_lines(const Report& r, const Line& line) {
   line(fmt::format("thptrace {} — capture of pid {} ({}) for {:.1f} s", r.version, r.pid, r.comm, r.duration_s));
   if (r.start_realtime_ns)
     line(fmt::format("host {}, from {} to {}", r.hostname.empty() ? "?" : r.hostname, rfc3339_utc(r.start_realtime_ns),
@@ -82,10 +69,13 @@ std::string to_text(const Report& r) {
                    r.thp_enabled_for_process ? (*r.thp_enabled_for_process ? "1" : "0") : "n/a"));
   line(fmt::format("AnonHugePages start/max/end: {}/{}/{} kB   RSS max: {} kB", r.anon_huge_pages_kb_start,
                    r.anon_huge_pages_kb_max, r.anon_huge_pages_kb_end, r.rss_kb_max));
-  line(fmt::format("probes: fork={} cow_fault={} thp={} stall={} redis={}{}", tracer::mode_name(r.probes.fork.mode),
-                   tracer::mode_name(r.probes.cow_fault.mode), tracer::mode_name(r.probes.thp.mode),
-                   tracer::mode_name(r.probes.stall.mode), tracer::mode_name(r.probes.redis.mode),
-                   r.probes.forced_fallback ? " (fallback forced)" : ""));
+  // kernel_copies has a line of its own when it is not counted.
+  std::string probes;
+  for (const auto& f : tracer::kFamilies)
+    if (f.family != tracer::Family::kernel_copies)
+      probes +=
+          fmt::format("{}{}={}", probes.empty() ? "" : " ", f.name, tracer::mode_name(r.probes.at(f.family).mode));
+  line(fmt::format("probes: {}{}", probes, r.probes.forced_fallback ? " (fallback forced)" : ""));
   if (r.probes.redis.mode == tracer::Mode::uprobe || r.probes.redis.mode == tracer::Mode::info_polling)
     line(fmt::format("redis fork reasons: {}", r.probes.redis.why));
   if (r.probes.kernel_copies.mode == tracer::Mode::unavailable)
@@ -95,6 +85,11 @@ std::string to_text(const Report& r) {
   else
     line(fmt::format("huge page allocations: counted with {} ({})", tracer::mode_name(r.huge_alloc.mode),
                      r.huge_alloc.why));
+}
+
+// What the server and its memory cgroup said: Redis's settings, its silences and refusals, the
+// cgroup's limit, the replication's buffers.
+void server_lines(const Report& r, const Line& line) {
   if (r.redis && r.redis->reachable)
     line(fmt::format("redis {} at {}: disable-thp={} repl-diskless-sync={} latest_fork_usec={} total_forks +{}",
                      r.redis->version, r.redis->address, r.redis->disable_thp, r.redis->repl_diskless_sync,
@@ -133,7 +128,10 @@ std::string to_text(const Report& r) {
             ? fmt::format(", output buffer limit disconnections +{}", *x->output_buffer_limit_disconnections)
             : std::string()));
   }
-  line("");
+}
+
+// A row per fork shown (the worst and the latest when there are many), with what continues it.
+void fork_lines(const Report& r, const Line& line) {
   line(fmt::format("forks: {}", r.forks.size()));
   if (!r.forks.empty()) {
     line(fmt::format("  {:>8} {:<19} {:>10} {:>11} {:>10} {:>10} {:>7} {:>21} {:>21}", "child", "reason", "fork_us",
@@ -168,6 +166,30 @@ std::string to_text(const Report& r) {
                       "and the {} most recent; the JSON report has every fork.",
                       hidden, kWorstForksShown, kRecentForksShown));
   }
+}
+
+}  // namespace
+
+std::vector<bool> shown_forks(const std::vector<correlate::ForkEpisode>& forks) {
+  std::vector<bool> shown(forks.size(), forks.size() <= kForkTableRows);
+  if (forks.size() <= kForkTableRows) return shown;
+  std::vector<size_t> by_cow(forks.size());
+  for (size_t i = 0; i < by_cow.size(); ++i) by_cow[i] = i;
+  std::stable_sort(by_cow.begin(), by_cow.end(),
+                   [&](size_t a, size_t b) { return forks[a].cow_faults > forks[b].cow_faults; });
+  for (size_t i = 0; i < kWorstForksShown; ++i) shown[by_cow[i]] = true;
+  for (size_t i = forks.size() - kRecentForksShown; i < forks.size(); ++i) shown[i] = true;
+  return shown;
+}
+
+std::string to_text(const Report& r) {
+  std::string out;
+  // Each line made printable once here: a name cannot end a line early or hold a terminal escape.
+  const Line line = [&out](const std::string& s) { out += text::printable(s) + "\n"; };
+  capture_lines(r, line);
+  server_lines(r, line);
+  line("");
+  fork_lines(r, line);
   line("");
   line(
       fmt::format("totals: cow_faults={} child_cow_faults={} thp_splits={} thp_collapses={} compaction_stalls={} "

@@ -177,6 +177,85 @@ void replica_rows(std::string& out, const std::vector<const correlate::ReplicaSy
                        top + static_cast<double>(kMaxReplicaRows) * kReplicaRow + 9, syncs.size() - kMaxReplicaRows);
 }
 
+// The timeline's style sheet.
+constexpr const char* kStyle =
+    "<style>\n"
+    ".title{font-size:12px;font-weight:bold;fill:#222}\n"
+    ".frame{fill:#fff;stroke:#999;stroke-width:1}\n"
+    ".grid{stroke:#e4e4e4;stroke-width:1}\n"
+    ".fork,.forkband{fill:#f28e2b;opacity:0.22}\n"
+    ".forklabel{fill:#a0520c;font-size:10px}\n"
+    ".ylabel{text-anchor:end;fill:#444;font-size:10px}\n"
+    ".xlabel{text-anchor:middle;fill:#444;font-size:10px}\n"
+    ".cow-parent{fill:#1f77b4;fill-opacity:0.55;stroke:#1f77b4;stroke-width:0.8}\n"
+    ".cow-child{fill:none;stroke:#d62728;stroke-width:1.2}\n"
+    ".rss{fill:none;stroke:#2ca02c;stroke-width:1.6}\n"
+    ".ahp{fill:none;stroke:#9467bd;stroke-width:1.6;stroke-dasharray:5 3}\n"
+    ".splits{fill:#8c564b;fill-opacity:0.7;stroke:#8c564b;stroke-width:0.6}\n"
+    ".st-wait{fill:#bbbbbb}.st-bulk{fill:#1f77b4}.st-channel{fill:#9467bd}.st-online{fill:#2ca02c}\n"
+    ".dropped{fill:#d62728;font-size:10px}\n"
+    ".note{fill:#666;font-size:10px}\n"
+    "</style>\n"
+    "<rect width=\"100%\" height=\"100%\" fill=\"#fafafa\"/>\n";
+
+// The sum of a panel's buckets, as its data-total says.
+uint64_t total(const std::vector<double>& v) {
+  double t = 0;
+  for (double x : v) t += x;
+  return static_cast<uint64_t>(std::llround(t));
+}
+
+// Copy-on-write faults per bucket, the parent's filled and the children's as a line.
+void cow_panel(std::string& out, const Report& r, const CaptureInputs& in, const Axis& a, double bucket_ms,
+               double cow_top, const std::vector<double>& parent, const std::vector<double>& child) {
+  // After the child's exit the pages it shared stay write-protected
+  // until written: those writes still fault (the running counters count them) but take the page
+  // back without a copy (do_wp_page's reuse), which the title says.
+  const double cow_hi = svg::round_up_125(
+      std::max(*std::max_element(parent.begin(), parent.end()), *std::max_element(child.begin(), child.end())));
+  frame(out, cow_top, kCowHeight,
+        fmt::format("Write faults on shared pages per {:g} ms: parent (filled), children (line); copies while a "
+                    "child lives",
+                    bucket_ms));
+  y_labels(out, cow_top, kCowHeight, cow_hi, "");
+  fork_bands(out, r, a, cow_top, kCowHeight, true);
+  if (in.counters.empty())
+    out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"note\">no counter reads in this capture</text>\n",
+                       kLeft + 8, cow_top + kCowHeight / 2);
+  out += fmt::format("<path d=\"{}\" class=\"cow-parent\" data-total=\"{}\" data-buckets=\"{}\"/>\n",
+                     step_path(parent, bucket_ms, a, cow_top + kCowHeight, kCowHeight / cow_hi), total(parent),
+                     values(parent));
+  std::string child_line;
+  for (size_t i = 0; i < child.size(); ++i)
+    child_line += fmt::format("{}{:.1f},{:.1f} ", i ? "L" : "M", a.x((static_cast<double>(i) + 0.5) * bucket_ms),
+                              cow_top + kCowHeight - child[i] * kCowHeight / cow_hi);
+  out += fmt::format("<path d=\"{}\" class=\"cow-child\" data-total=\"{}\" data-buckets=\"{}\"/>\n", child_line,
+                     total(child), values(child));
+  x_ticks(out, a, cow_top + kCowHeight);
+}
+
+// Memory: RSS and AnonHugePages from /proc.
+void memory_panel(std::string& out, const Report& r, const CaptureInputs& in, const Axis& a, double mem_top) {
+  uint64_t mem_max_kb = 0;
+  for (const auto& s : in.samples.samples()) mem_max_kb = std::max(mem_max_kb, s.rss_kb);
+  const double mem_hi = svg::round_up_125(static_cast<double>(mem_max_kb) / 1024.0);
+  frame(out, mem_top, kMemHeight, "Memory, MiB: RSS (solid), AnonHugePages (dashed)");
+  y_labels(out, mem_top, kMemHeight, mem_hi, "");
+  fork_bands(out, r, a, mem_top, kMemHeight, false);
+  std::string rss, ahp;
+  for (const auto& s : in.samples.samples()) {
+    if (!s.target_alive) continue;
+    const double x = a.x_ns(s.ts_ns);
+    const auto y = [&](uint64_t kb) {
+      return mem_top + kMemHeight - static_cast<double>(kb) / 1024.0 / mem_hi * kMemHeight;
+    };
+    rss += fmt::format("{}{:.1f},{:.1f} ", rss.empty() ? "M" : "L", x, y(s.rss_kb));
+    ahp += fmt::format("{}{:.1f},{:.1f} ", ahp.empty() ? "M" : "L", x, y(s.anon_huge_pages_kb));
+  }
+  out += fmt::format("<path d=\"{}\" class=\"rss\"/>\n<path d=\"{}\" class=\"ahp\"/>\n", rss, ahp);
+  x_ticks(out, a, mem_top + kMemHeight);
+}
+
 }  // namespace
 
 std::string timeline_svg(const Report& r, const CaptureInputs& in) {
@@ -203,11 +282,6 @@ std::string timeline_svg(const Report& r, const CaptureInputs& in) {
   for (const auto& f : r.forks)
     for (const auto& s : f.replicas) syncs.push_back(&s);
 
-  const auto total = [](const std::vector<double>& v) {
-    double t = 0;
-    for (double x : v) t += x;
-    return static_cast<uint64_t>(std::llround(t));
-  };
   const double cow_top = kTop + 24, mem_top = cow_top + kCowHeight + kGap, split_top = mem_top + kMemHeight + kGap;
   const double replica_top = split_top + kSplitHeight + kGap;
   const double replica_height = static_cast<double>(std::min(syncs.size(), kMaxReplicaRows + 1)) * kReplicaRow;
@@ -219,25 +293,7 @@ std::string timeline_svg(const Report& r, const CaptureInputs& in) {
       "font-family=\"sans-serif\" font-size=\"11\" data-pid=\"{2}\" data-duration-ms=\"{3:.3f}\" "
       "data-bucket-ms=\"{4:g}\" data-plot-left=\"{5}\" data-plot-width=\"{6}\">\n",
       kWidth, height, r.pid, a.end_ms, bucket_ms, kLeft, kPlotWidth);
-  out +=
-      "<style>\n"
-      ".title{font-size:12px;font-weight:bold;fill:#222}\n"
-      ".frame{fill:#fff;stroke:#999;stroke-width:1}\n"
-      ".grid{stroke:#e4e4e4;stroke-width:1}\n"
-      ".fork,.forkband{fill:#f28e2b;opacity:0.22}\n"
-      ".forklabel{fill:#a0520c;font-size:10px}\n"
-      ".ylabel{text-anchor:end;fill:#444;font-size:10px}\n"
-      ".xlabel{text-anchor:middle;fill:#444;font-size:10px}\n"
-      ".cow-parent{fill:#1f77b4;fill-opacity:0.55;stroke:#1f77b4;stroke-width:0.8}\n"
-      ".cow-child{fill:none;stroke:#d62728;stroke-width:1.2}\n"
-      ".rss{fill:none;stroke:#2ca02c;stroke-width:1.6}\n"
-      ".ahp{fill:none;stroke:#9467bd;stroke-width:1.6;stroke-dasharray:5 3}\n"
-      ".splits{fill:#8c564b;fill-opacity:0.7;stroke:#8c564b;stroke-width:0.6}\n"
-      ".st-wait{fill:#bbbbbb}.st-bulk{fill:#1f77b4}.st-channel{fill:#9467bd}.st-online{fill:#2ca02c}\n"
-      ".dropped{fill:#d62728;font-size:10px}\n"
-      ".note{fill:#666;font-size:10px}\n"
-      "</style>\n"
-      "<rect width=\"100%\" height=\"100%\" fill=\"#fafafa\"/>\n";
+  out += kStyle;
   out += fmt::format("<text x=\"{}\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{}</text>\n", kLeft,
                      escape(fmt::format("thptrace: pid {} ({}), {:.1f} s, {} fork{}", r.pid, r.comm, a.end_ms / 1e3,
                                         r.forks.size(), r.forks.size() == 1 ? "" : "s")));
@@ -246,50 +302,9 @@ std::string timeline_svg(const Report& r, const CaptureInputs& in) {
       escape(fmt::format("kernel {}, THP {}; COW faults counted by {}; shaded: a fork's child alive",
                          r.system.kernel_release, r.system.thp_enabled, tracer::mode_name(r.probes.cow_fault.mode))));
 
-  // Copy-on-write faults per bucket. After the child's exit the pages it shared stay write-protected
-  // until written: those writes still fault (the running counters count them) but take the page
-  // back without a copy (do_wp_page's reuse), which the title says.
-  const double cow_hi = svg::round_up_125(
-      std::max(*std::max_element(parent.begin(), parent.end()), *std::max_element(child.begin(), child.end())));
-  frame(out, cow_top, kCowHeight,
-        fmt::format("Write faults on shared pages per {:g} ms: parent (filled), children (line); copies while a "
-                    "child lives",
-                    bucket_ms));
-  y_labels(out, cow_top, kCowHeight, cow_hi, "");
-  fork_bands(out, r, a, cow_top, kCowHeight, true);
-  if (in.counters.empty())
-    out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"note\">no counter reads in this capture</text>\n",
-                       kLeft + 8, cow_top + kCowHeight / 2);
-  out += fmt::format("<path d=\"{}\" class=\"cow-parent\" data-total=\"{}\" data-buckets=\"{}\"/>\n",
-                     step_path(parent, bucket_ms, a, cow_top + kCowHeight, kCowHeight / cow_hi), total(parent),
-                     values(parent));
-  std::string child_line;
-  for (size_t i = 0; i < child.size(); ++i)
-    child_line += fmt::format("{}{:.1f},{:.1f} ", i ? "L" : "M", a.x((static_cast<double>(i) + 0.5) * bucket_ms),
-                              cow_top + kCowHeight - child[i] * kCowHeight / cow_hi);
-  out += fmt::format("<path d=\"{}\" class=\"cow-child\" data-total=\"{}\" data-buckets=\"{}\"/>\n", child_line,
-                     total(child), values(child));
-  x_ticks(out, a, cow_top + kCowHeight);
+  cow_panel(out, r, in, a, bucket_ms, cow_top, parent, child);
 
-  // Memory: RSS and AnonHugePages from /proc.
-  uint64_t mem_max_kb = 0;
-  for (const auto& s : in.samples.samples()) mem_max_kb = std::max(mem_max_kb, s.rss_kb);
-  const double mem_hi = svg::round_up_125(static_cast<double>(mem_max_kb) / 1024.0);
-  frame(out, mem_top, kMemHeight, "Memory, MiB: RSS (solid), AnonHugePages (dashed)");
-  y_labels(out, mem_top, kMemHeight, mem_hi, "");
-  fork_bands(out, r, a, mem_top, kMemHeight, false);
-  std::string rss, ahp;
-  for (const auto& s : in.samples.samples()) {
-    if (!s.target_alive) continue;
-    const double x = a.x_ns(s.ts_ns);
-    const auto y = [&](uint64_t kb) {
-      return mem_top + kMemHeight - static_cast<double>(kb) / 1024.0 / mem_hi * kMemHeight;
-    };
-    rss += fmt::format("{}{:.1f},{:.1f} ", rss.empty() ? "M" : "L", x, y(s.rss_kb));
-    ahp += fmt::format("{}{:.1f},{:.1f} ", ahp.empty() ? "M" : "L", x, y(s.anon_huge_pages_kb));
-  }
-  out += fmt::format("<path d=\"{}\" class=\"rss\"/>\n<path d=\"{}\" class=\"ahp\"/>\n", rss, ahp);
-  x_ticks(out, a, mem_top + kMemHeight);
+  memory_panel(out, r, in, a, mem_top);
 
   // THP splits.
   const double split_hi = svg::round_up_125(*std::max_element(splits.begin(), splits.end()));
