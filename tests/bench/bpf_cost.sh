@@ -39,7 +39,7 @@ parts=${PARTS:-1 2 3}
 has_part() { [[ " $parts " == *" $1 "* ]]; }
 have_bt=0
 
-die() { echo "$0: $*" >&2; exit 1; }
+source "$here/workload_lib.sh"
 [ "$(id -u)" -eq 0 ] || die "run as root (it loads BPF programs and sets kernel.bpf_stats_enabled)."
 [ -x "$thptrace" ] || die "no thptrace binary at $thptrace (build first, or set THPTRACE_BIN)."
 [ -x "$workload" ] || die "no workload at $workload (build first, or set WORKLOAD_BIN)."
@@ -49,19 +49,9 @@ for tool in bpftool python3 sysctl; do
 done
 
 work=$(mktemp -d /tmp/thptrace-bpfcost.XXXXXX)
-stats_before=$(sysctl -n kernel.bpf_stats_enabled)
 mounted_tracefs=0
-pids=()  # background processes of ours not yet reaped: only these are ever killed
-forget() {
-  local keep=() p
-  for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
-  pids=("${keep[@]}")
-}
 cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  sysctl -q -w kernel.bpf_stats_enabled="$stats_before" || true
+  workload_cleanup
   if [ "$mounted_tracefs" -eq 1 ]; then umount /sys/kernel/tracing || true; fi
   rm -rf "$work"
 }
@@ -69,71 +59,6 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # ---- helpers --------------------------------------------------------------------------------
-
-# Starts the workload with its stdin and stdout on FIFOs (fds wl_in, wl_out); sets wl_pid once it
-# has populated its pages.
-start_workload() {
-  rm -f "$work/in" "$work/out"
-  mkfifo "$work/in" "$work/out"
-  "$workload" "$pages" "$child_ms" "${variant:-4k}" timing <"$work/in" >"$work/out" &
-  wl_bg=$!
-  pids+=("$wl_bg")
-  exec {wl_in}>"$work/in" {wl_out}<"$work/out"
-  local line
-  read -r -t 60 line <&"$wl_out" || die "the workload did not get ready"
-  [[ $line == ready\ * ]] || die "unexpected workload output: $line"
-  wl_pid=${line#ready }
-}
-
-# go_and_time [CMD...]: lets the workload warm up, runs CMD, lets it fork and dirty; sets dirty_ns.
-# The workload's child then still sleeps, so the target (and a capture of it) is alive until
-# finish_workload.
-go_and_time() {
-  echo go >&"$wl_in"
-  local line
-  # The workload first warms the memory its copies will take; the measured window starts after.
-  read -r -t 120 line <&"$wl_out" || die "the workload did not warm up"
-  [ "$line" = warm ] || die "unexpected workload output: $line"
-  "$@"
-  echo go >&"$wl_in"
-  read -r -t 120 line <&"$wl_out" || die "the workload did not report dirty_ns (does $workload support 'timing'?)"
-  [[ $line == dirty_ns\ * ]] || die "unexpected workload output: $line"
-  dirty_ns=${line#dirty_ns }
-  if [ "$dirty_ns" -ge $((child_ms * 1000000)) ]; then
-    echo "warning: dirtying took ${dirty_ns} ns, longer than the child's ${child_ms} ms: raise CHILD_MS" >&2
-  fi
-}
-
-finish_workload() {
-  local line
-  read -r -t 120 line <&"$wl_out" || die "the workload did not finish"
-  exec {wl_in}>&- {wl_out}<&-
-  wait "$wl_bg" || die "the workload failed"
-  forget "$wl_bg"
-}
-
-# start_capture JSON [FLAG...]: thptrace on wl_pid; returns once its probes are attached ("tracing pid").
-start_capture() {
-  "$thptrace" --pid "$wl_pid" --duration 300 --json "$@" >"$work/capture.out" 2>"$work/capture.err" &
-  cap_pid=$!
-  pids+=("$cap_pid")
-  local i
-  for i in $(seq 1 300); do
-    grep -q "tracing pid" "$work/capture.err" 2>/dev/null && return 0
-    kill -0 "$cap_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  cat "$work/capture.err" >&2
-  die "thptrace did not start tracing"
-}
-
-# The capture ends by itself when the target exits.
-wait_capture() {
-  local rc=0
-  wait "$cap_pid" || rc=$?
-  forget "$cap_pid"
-  [ "$rc" -eq 0 ] || { cat "$work/capture.err" >&2; die "thptrace exited with $rc"; }
-}
 
 # prog_ids PID: ids of the BPF programs PID holds (program and link fds show "prog_id:" in their
 # fdinfo). Read from /proc rather than from `bpftool prog show`'s pids, which Debian's bpftool lacks,
@@ -210,7 +135,7 @@ stop_bpftrace() {
 
 # ---- warm-up: the first touches of fresh memory are slow on a VM; not counted ------------------
 
-start_workload
+start_workload "${variant:-4k}" timing
 go_and_time
 finish_workload
 
@@ -227,7 +152,7 @@ stats_before_bt() { prog_stats "$work/bt.before" "$bt_pid"; }
 measure_storm() {
   variant=$1
   echo "fault storm ($variant memory): $pages pages ($((pages * 4 / 1024)) MiB) dirtied after fork by $(basename "$workload"), child sleeps ${child_ms} ms"
-  start_workload
+  start_workload "${variant:-4k}" timing
   start_capture "$work/cost.json"
   sysctl -q -w kernel.bpf_stats_enabled=1
   go_and_time stats_before_thp
@@ -238,7 +163,7 @@ measure_storm() {
   finish_workload
   wait_capture
 
-  start_workload
+  start_workload "${variant:-4k}" timing
   start_bpftrace
   have_bt=$([ -n "$bt_pid" ] && echo 1 || echo 0)
   if [ "$have_bt" -eq 1 ]; then
@@ -315,14 +240,14 @@ sent=()
 bpftraced=()
 drops=()
 run_untraced() {
-  start_workload
+  start_workload "${variant:-4k}" timing
   go_and_time
   finish_workload
   untraced+=("$dirty_ns")
 }
 
 run_traced() {
-  start_workload
+  start_workload "${variant:-4k}" timing
   start_capture "$work/run$1.json"
   go_and_time
   finish_workload
@@ -333,7 +258,7 @@ run_traced() {
 
 run_sampled() {
   [ "$sample_copies" -gt 0 ] || return 0
-  start_workload
+  start_workload "${variant:-4k}" timing
   start_capture "$work/sampled$1.json" --sample-copies "$sample_copies"
   go_and_time
   finish_workload
@@ -344,7 +269,7 @@ run_sampled() {
 
 run_bpftraced() {
   [ "$have_bt" -eq 1 ] || return 0
-  start_workload
+  start_workload "${variant:-4k}" timing
   start_bpftrace
   [ -n "$bt_pid" ] || die "bpftrace attached once but not again: $bt_status"
   go_and_time

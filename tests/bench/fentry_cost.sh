@@ -32,7 +32,7 @@ pages=${PAGES:-16384}
 child_ms=${CHILD_MS:-10000}
 rounds=${ROUNDS:-3}
 
-die() { echo "$0: $*" >&2; exit 1; }
+source "$here/workload_lib.sh"
 [ "$(id -u)" -eq 0 ] || die "run as root (it loads BPF programs and sets kernel.bpf_stats_enabled)."
 [ -x "$thptrace" ] || die "no thptrace binary at $thptrace (build first, or set THPTRACE_BIN)."
 [ -z "$baseline" ] || [ -x "$baseline" ] || die "BASELINE_BIN=$baseline is not an executable."
@@ -43,59 +43,17 @@ for tool in bpftool python3 sysctl; do
 done
 
 work=$(mktemp -d /tmp/thptrace-fentry.XXXXXX)
-stats_before=$(sysctl -n kernel.bpf_stats_enabled)
-pids=()  # background processes of ours not yet reaped: only these are ever killed
-forget() {
-  local keep=() p
-  for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
-  pids=("${keep[@]}")
-}
 cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  sysctl -q -w kernel.bpf_stats_enabled="$stats_before" || true
+  workload_cleanup
   rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# The workload on FIFOs (fds wl_in, wl_out); sets wl_pid once its pages are populated.
-start_workload() {
-  rm -f "$work/in" "$work/out"
-  mkfifo "$work/in" "$work/out"
-  "$workload" "$pages" "$child_ms" 4k timing <"$work/in" >"$work/out" &
-  wl_bg=$!
-  pids+=("$wl_bg")
-  exec {wl_in}>"$work/in" {wl_out}<"$work/out"
-  local line
-  read -r -t 120 line <&"$wl_out" || die "the workload did not get ready"
-  [[ $line == ready\ * ]] || die "unexpected workload output: $line"
-  wl_pid=${line#ready }
-}
-
-# dirty BEFORE AFTER: warms up, runs BEFORE, lets the workload fork and dirty, runs AFTER; sets dirty_ns.
+# dirty BEFORE AFTER: warms up, runs BEFORE, lets the workload fork and dirty (dirty_ns), runs AFTER.
 dirty() {
-  local line
-  echo go >&"$wl_in"
-  read -r -t 300 line <&"$wl_out" || die "the workload did not warm up"
-  [ "$line" = warm ] || die "unexpected workload output: $line"
-  $1
-  echo go >&"$wl_in"
-  read -r -t 300 line <&"$wl_out" || die "the workload did not report dirty_ns"
-  [[ $line == dirty_ns\ * ]] || die "unexpected workload output: $line"
-  dirty_ns=${line#dirty_ns }
+  go_and_time $1
   $2
-  [ "$dirty_ns" -lt $((child_ms * 1000000)) ] ||
-    echo "warning: dirtying took ${dirty_ns} ns, longer than the child's ${child_ms} ms: raise CHILD_MS" >&2
-}
-
-finish_workload() {
-  local line
-  read -r -t 300 line <&"$wl_out" || die "the workload did not finish"
-  exec {wl_in}>&- {wl_out}<&-
-  wait "$wl_bg" || die "the workload failed"
-  forget "$wl_bg"
 }
 
 # ids of the BPF programs PID holds (from the fdinfo of its program and link fds).
@@ -119,7 +77,7 @@ json.dump(out, sys.stdout)' "$(prog_ids "$2")" >"$1"
 
 results=$work/results  # one JSON object per line: arm, dirty_ns and the programs' deltas
 arm_untraced() {
-  start_workload
+  start_workload 4k timing
   dirty : :
   finish_workload
   echo "{\"arm\": \"untraced\", \"dirty_ns\": $dirty_ns, \"progs\": {}}" >>"$results"
@@ -142,7 +100,7 @@ empty_before() { empty_stats "$work/before"; }
 empty_after() { empty_stats "$work/after"; }
 
 arm_empty() {
-  start_workload
+  start_workload 4k timing
   rm -f "$work/em_in" "$work/em_out"
   mkfifo "$work/em_in" "$work/em_out"
   "$empty_bin" fentry:do_wp_page fexit:do_wp_page <"$work/em_in" >"$work/em_out" 2>"$work/em_err" &
@@ -164,7 +122,7 @@ capture_before() { prog_stats "$work/before" "$cap_pid"; }
 capture_after() { prog_stats "$work/after" "$cap_pid"; }
 
 arm_capture() {  # arm_capture NAME BINARY [unwatched]
-  start_workload
+  start_workload 4k timing
   local target=$wl_pid sleeper=
   if [ -n "${3:-}" ]; then
     # The capture watches another process: the workload is one the machine's tracer does not watch.
@@ -229,7 +187,7 @@ run_arm() {
 sysctl -q -w kernel.bpf_stats_enabled=1
 echo "fentry_cost: kernel $(uname -r), $(nproc) CPUs, $pages pages dirtied after fork, $rounds rounds, thptrace $thptrace${baseline:+, baseline $baseline}"
 # Warm-up, not counted: the first touches of fresh memory are slow on a VM.
-start_workload
+start_workload 4k timing
 dirty : :
 finish_workload
 for r in $(seq 1 "$rounds"); do

@@ -10,7 +10,7 @@
 #     the known answer;
 #  2. the dirty time traced by thptrace vs untraced, RUNS interleaved runs of each with statistics
 #     off, as the ratio of the medians.
-# Goals (issue 14): the per-event cost with all cores within 10% of one thread's; the ratio <= 1.05
+# Goals: the per-event cost with all cores within 10% of one thread's; the ratio <= 1.05
 # at every thread count. On a 2-core machine "all cores" is two threads: contention shows only
 # between those two.
 # Usage (root): tests/bench/thread_scaling.sh [BUILD_DIR]     BUILD_DIR defaults to <repo>/build.
@@ -31,7 +31,7 @@ runs=${RUNS:-5}
 read -r -a capture_flags <<<"${THPTRACE_ARGS:-}"
 threads_list=${THREADS:-$(printf '%s\n' 1 2 "$(nproc)" | sort -nu | tr '\n' ' ')}
 
-die() { echo "$0: $*" >&2; exit 1; }
+source "$here/workload_lib.sh"
 [ "$(id -u)" -eq 0 ] || die "run as root (it loads BPF programs and sets kernel.bpf_stats_enabled)."
 [ -x "$thptrace" ] || die "no thptrace binary at $thptrace (build first, or set THPTRACE_BIN)."
 [ -x "$workload" ] || die "no workload at $workload (build first, or set WORKLOAD_BIN)."
@@ -40,81 +40,12 @@ for tool in bpftool python3 sysctl; do
 done
 
 work=$(mktemp -d /tmp/thptrace-threads.XXXXXX)
-stats_before=$(sysctl -n kernel.bpf_stats_enabled)
-pids=()  # background processes of ours not yet reaped: only these are ever killed
-forget() {
-  local keep=() p
-  for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
-  pids=("${keep[@]}")
-}
 cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  sysctl -q -w kernel.bpf_stats_enabled="$stats_before" || true
+  workload_cleanup
   rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# start_workload THREADS: the workload with stdin/stdout on FIFOs (fds wl_in, wl_out); sets wl_pid.
-start_workload() {
-  rm -f "$work/in" "$work/out"
-  mkfifo "$work/in" "$work/out"
-  "$workload" "$pages" "$child_ms" 4k timing "threads=$1" <"$work/in" >"$work/out" &
-  wl_bg=$!
-  pids+=("$wl_bg")
-  exec {wl_in}>"$work/in" {wl_out}<"$work/out"
-  local line
-  read -r -t 60 line <&"$wl_out" || die "the workload did not get ready"
-  [[ $line == ready\ * ]] || die "unexpected workload output: $line"
-  wl_pid=${line#ready }
-}
-
-# go_and_time [CMD...]: lets the workload warm up, runs CMD, lets it fork and dirty; sets dirty_ns.
-go_and_time() {
-  echo go >&"$wl_in"
-  local line
-  read -r -t 120 line <&"$wl_out" || die "the workload did not warm up"
-  [ "$line" = warm ] || die "unexpected workload output: $line"
-  "$@"
-  echo go >&"$wl_in"
-  read -r -t 120 line <&"$wl_out" || die "the workload did not report dirty_ns"
-  [[ $line == dirty_ns\ * ]] || die "unexpected workload output: $line"
-  dirty_ns=${line#dirty_ns }
-  if [ "$dirty_ns" -ge $((child_ms * 1000000)) ]; then
-    echo "warning: dirtying took ${dirty_ns} ns, longer than the child's ${child_ms} ms: raise CHILD_MS" >&2
-  fi
-}
-
-finish_workload() {
-  local line
-  read -r -t 120 line <&"$wl_out" || die "the workload did not finish"
-  exec {wl_in}>&- {wl_out}<&-
-  wait "$wl_bg" || die "the workload failed"
-  forget "$wl_bg"
-}
-
-start_capture() {
-  "$thptrace" --pid "$wl_pid" --duration 300 --json "$1" "${capture_flags[@]}" >"$work/capture.out" 2>"$work/capture.err" &
-  cap_pid=$!
-  pids+=("$cap_pid")
-  local i
-  for i in $(seq 1 300); do
-    grep -q "tracing pid" "$work/capture.err" 2>/dev/null && return 0
-    kill -0 "$cap_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  cat "$work/capture.err" >&2
-  die "thptrace did not start tracing"
-}
-
-wait_capture() {
-  local rc=0
-  wait "$cap_pid" || rc=$?
-  forget "$cap_pid"
-  [ "$rc" -eq 0 ] || { cat "$work/capture.err" >&2; die "thptrace exited with $rc"; }
-}
 
 # prog_stats FILE: run_cnt/run_time_ns of the BPF programs the capture holds (ids from its fds'
 # fdinfo, so another thptrace on the machine is not counted), as JSON {id: {...}}.
@@ -133,15 +64,15 @@ stats_before_go() { prog_stats "$work/before"; }
 echo "thread scaling: $pages pages ($((pages * 4 / 1024)) MiB) dirtied after fork, $(nproc) CPUs, threads: $threads_list"
 echo "thptrace: $thptrace ${capture_flags[*]}"
 # Warm-up (the first touches of fresh memory are slow on a VM): not counted.
-start_workload 1
+start_workload 4k timing threads=1
 go_and_time
 finish_workload
 
 summary=()
 for t in $threads_list; do
   # 1. Per-event cost, statistics on for this run only.
-  start_workload "$t"
-  start_capture "$work/stats.json"
+  start_workload 4k timing "threads=$t"
+  start_capture "$work/stats.json" "${capture_flags[@]}"
   sysctl -q -w kernel.bpf_stats_enabled=1
   go_and_time stats_before_go
   prog_stats "$work/after"
@@ -173,10 +104,10 @@ PY
   untraced=()
   traced=()
   for i in $(seq 1 "$runs"); do
-    run_u() { start_workload "$t"; go_and_time; finish_workload; untraced+=("$dirty_ns"); }
+    run_u() { start_workload 4k timing "threads=$t"; go_and_time; finish_workload; untraced+=("$dirty_ns"); }
     run_t() {
-      start_workload "$t"
-      start_capture "$work/run.json"
+      start_workload 4k timing "threads=$t"
+      start_capture "$work/run.json" "${capture_flags[@]}"
       go_and_time
       finish_workload
       wait_capture
