@@ -76,6 +76,37 @@ Capture capture_workload(bool thp, bool force_fallback, bool by_read = false, in
   return c;
 }
 
+// How long the parent was stopped: the freeze is the fork's duration; the copies are the kernel's
+// own timing of the faults (fentry) or the faults times a copy's cost measured before the capture.
+void expect_stalls(const Capture& c, const nlohmann::json& f, bool fentry) {
+  const auto& stall = f["stall_ms"];
+  ASSERT_TRUE(stall.is_object()) << f.dump(2);
+  EXPECT_NEAR(stall["freeze"].get<double>(), f["fork_duration_us"].get<double>() / 1e3, 1e-9);
+  ASSERT_TRUE(stall["copies"].is_number()) << stall.dump();
+  const double copies_ms = stall["copies"].get<double>();
+  const double n = static_cast<double>(f["cow_faults"].get<uint64_t>());
+  if (fentry) {
+    EXPECT_EQ(stall["copies_source"], "kernel");
+    uint64_t timed = 0;
+    for (const auto& b : f["fault_latency_log2_ns"]) timed += b.get<uint64_t>();
+    EXPECT_NEAR(copies_ms, f["fault_avg_ns"].get<double>() * static_cast<double>(timed) / 1e6, 1e-6 * copies_ms);
+    EXPECT_FALSE(c.report["capture"].contains("copy_cost_ns"));
+  } else {
+    EXPECT_EQ(stall["copies_source"], "estimate");
+    const double cost = c.report["capture"]["copy_cost_ns"].get<double>();
+    EXPECT_GT(cost, 100.0) << "a 4 KiB copy in under 100 ns";
+    EXPECT_LT(cost, 1e6) << "a 4 KiB copy in over 1 ms";
+    EXPECT_NEAR(copies_ms, n * cost / 1e6, 1e-6 * copies_ms);
+    EXPECT_NE(c.out.find("a copy's cost measured here"), std::string::npos) << c.out;
+  }
+  EXPECT_GT(copies_ms, 0.0);
+  // The parent did nothing but copy while its child lived: a copy stall far past the child's
+  // lifetime is a wrong estimate or a wrong timing.
+  EXPECT_LT(copies_ms, 3 * c.child_ms) << stall.dump();
+  EXPECT_NEAR(c.report["totals"]["stall_ms"]["copies"].get<double>(), copies_ms, 1e-9);
+  EXPECT_NE(c.out.find("stalled: fork"), std::string::npos) << c.out;
+}
+
 void expect_known_answer(const Capture& c, bool thp, bool force_fallback) {
   ASSERT_EQ(c.exit_code, 0) << c.err;
   ASSERT_TRUE(c.report.is_object()) << c.out;
@@ -116,6 +147,7 @@ void expect_known_answer(const Capture& c, bool thp, bool force_fallback) {
       EXPECT_GT(f["huge_cow_faults"].get<uint64_t>(), 0u) << c.report.dump(2);
     }
   }
+  expect_stalls(c, f, fentry);
   // Huge pages backing the region when the capture began (AnonHugePages). With THP `always` (Debian's
   // default, so in the kernel-matrix guest) the 4 KiB variant's region gets them too: the workload
   // only madvises in the THP variant.

@@ -12,6 +12,7 @@
 #include <set>
 #include <vector>
 
+#include "cli/copy_cost.h"
 #include "common/btf.h"
 #include "common/caps.h"
 #include "common/error.h"
@@ -25,6 +26,10 @@
 namespace thptrace::cli {
 
 namespace {
+
+// 16 MiB copied three times: a few tens of ms before the capture starts.
+constexpr size_t kCopyCostPages = 4096;
+constexpr int kCopyCostRounds = 3;
 
 // The host pid of the server at --redis. The pid Redis reports is its pid in its own PID namespace
 // (1 in a container): the kernel's socket tables say which host process it is. given: --pid, 0 when
@@ -139,6 +144,13 @@ void CaptureSession::attach(const CaptureOptions& o, const CaptureTarget& target
   inputs_.sample_every = o.sample_copies;
   if (o.sample_copies)
     resolver_ = std::make_unique<symbolize::Resolver>(target.pid, symbolize::ResolverOptions{o.debuginfod});
+  // Where the kernel does not time the faults, a fork's copy stall is estimated from a copy's cost
+  // on this host, measured now, before any program is attached.
+  if (tracer_->modes().cow_fault.mode != tracer::Mode::fentry) {
+    std::string why;
+    inputs_.copy_cost_ns = measure_copy_ns(kCopyCostPages, kCopyCostRounds, &why);
+    if (!inputs_.copy_cost_ns) log::debug("the cost of a copy was not measured ({}): copy stalls unknown", why);
+  }
   tracer_->attach();
   const tracer::Followed followed = tracer_->follow(target.pid, target.redis.has_value());
   if (!followed.watched)

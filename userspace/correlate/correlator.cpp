@@ -236,6 +236,8 @@ ForkEpisode episode_from_kernel(const thptrace_episode& ep) {
   if (ep.fault_ns_count) {
     f.fault_avg_ns = static_cast<double>(ep.fault_ns_total) / static_cast<double>(ep.fault_ns_count);
     f.fault_latency_log2.assign(ep.fault_lat, ep.fault_lat + THPTRACE_LAT_SLOTS);
+    f.copy_stall_ms = static_cast<double>(ep.fault_ns_total) / 1e6;
+    f.copy_stall_source = "kernel";
   }
   f.compaction_stalls = ep.compaction_stalls;
   f.reclaim_stalls = ep.reclaim_stalls;

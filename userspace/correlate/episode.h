@@ -46,6 +46,11 @@ struct ForkEpisode {
   std::string thp_splits_source;  // "kernel" or "vmstat" (system-wide)
   uint64_t huge_allocs = 0;
   std::optional<double> fault_avg_ns;  // fentry mode only
+  // How long the parent's threads were stopped in copy-on-write faults while the child lived, ms:
+  // the kernel's own timing of the faults ("kernel", fentry), else the copies times a copy's cost
+  // measured at start-up ("estimate"); unset when neither is known.
+  std::optional<double> copy_stall_ms;
+  std::string copy_stall_source;
   std::vector<uint64_t> fault_latency_log2;  // fentry mode only: bucket i = [2^i, 2^(i+1)) ns
   uint64_t compaction_stalls = 0, reclaim_stalls = 0;
   double compaction_ms = 0, reclaim_ms = 0;

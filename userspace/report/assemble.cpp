@@ -83,6 +83,20 @@ Report assemble(const CaptureInputs& in) {
     r.totals.thp_splits = 0;
     for (const auto& f : r.forks) r.totals.thp_splits += f.thp_splits;
   }
+  // With the kernel timing the faults, a fork whose parent copied nothing stalled for none.
+  if (kernel_splits)
+    for (auto& f : r.forks)
+      if (!f.copy_stall_ms) {
+        f.copy_stall_ms = 0.0;
+        f.copy_stall_source = "kernel";
+      }
+  if (in.copy_cost_ns)
+    for (auto& f : r.forks)
+      if (!f.copy_stall_ms) {
+        f.copy_stall_ms = static_cast<double>(f.cow_faults) * *in.copy_cost_ns / 1e6;
+        f.copy_stall_source = "estimate";
+      }
+  r.copy_cost_ns = in.copy_cost_ns;
   if (in.sample_every) attribute_forks(in, r.forks);
   if (in.latency_probe_hz) {
     client_latency_of_forks(in, r.forks);

@@ -278,6 +278,7 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
     for (const auto& x : in.counters)
       c.push_back({x.ts_ns, x.cow_faults, x.child_cow_faults, x.thp_splits});  // 4 numbers a row: a long series
   }
+  if (in.copy_cost_ns) j["copy_cost_ns"] = *in.copy_cost_ns;
   if (in.sample_every) {
     j["sample_every"] = in.sample_every;
     j["copy_samples_dropped"] = in.copy_samples_dropped;
@@ -377,6 +378,7 @@ CaptureInputs inputs_from_json(const json& j) {
       const auto row = x.get<std::array<uint64_t, 4>>();
       in.counters.push_back({row[0], row[1], row[2], row[3]});
     }
+  if (j.contains("copy_cost_ns")) in.copy_cost_ns = j.at("copy_cost_ns").get<double>();
   in.sample_every = j.value("sample_every", 0U);
   in.copy_samples_dropped = j.value("copy_samples_dropped", uint64_t{0});
   if (j.contains("copy_samples"))

@@ -67,6 +67,9 @@ struct CaptureInputs {
   // The target's memory cgroup at the start and at the end (limit, the kernel's peak, OOM kills).
   std::optional<proc::CgroupMemory> cgroup_start, cgroup_end;
   std::vector<CounterSample> counters;  // only with --svg; written only when there are some
+  // ns one copy-on-write fault took on this host, measured before the capture (cli/copy_cost.h);
+  // only where the kernel does not time the faults (the tracepoint modes).
+  std::optional<double> copy_cost_ns;
   // Sampled copies (--sample-copies N): 1 in sample_every copy-on-write faults of the target while a
   // child of it lived, resolved during the capture. Written only when sampling was on.
   uint32_t sample_every = 0;

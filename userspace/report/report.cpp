@@ -218,6 +218,22 @@ const std::vector<ForkField>& fork_fields() {
       plain<&E::compaction_ms>("compaction_ms"),
       plain<&E::reclaim_stalls>("reclaim_stalls"),
       plain<&E::reclaim_ms>("reclaim_ms"),
+      // How long the parent was stopped, by cause; only copies and their source are read back, the
+      // rest is the fields above.
+      {"stall_ms",
+       [](const E& e, const ForkContext&) {
+         return ordered_json{{"freeze", e.fork_duration_us ? ordered_json(*e.fork_duration_us / 1e3) : nullptr},
+                             {"copies", opt(e.copy_stall_ms)},
+                             {"copies_source", e.copy_stall_source},
+                             {"compaction", e.compaction_ms},
+                             {"reclaim", e.reclaim_ms}};
+       },
+       [](const json& v, const ForkContext&, E& e) {
+         const auto& c = v.at("copies");
+         e.copy_stall_ms = c.is_null() ? std::nullopt : std::optional<double>(c.get<double>());
+         e.copy_stall_source = v.at("copies_source").get<std::string>();
+       },
+       nullptr, true},
       server_latency<&E::latency_during>("latency_during"),
       server_latency<&E::latency_before>("latency_before"),
       {"replicas", [](const E& e, const ForkContext& c) { return replicas_json(e.replicas, c.start_ns); },
@@ -323,6 +339,19 @@ ordered_json replication_json(const ReplicationSection& x) {
           {"wasted_copied_bytes", x.wasted_copied_bytes}};
 }
 
+// The forks' stalls added up: freeze and copies over the forks that have them (null when none has).
+ordered_json stall_totals(const std::vector<correlate::ForkEpisode>& forks) {
+  std::optional<double> freeze, copies;
+  double compaction = 0, reclaim = 0;
+  for (const auto& e : forks) {
+    if (e.fork_duration_us) freeze = freeze.value_or(0) + *e.fork_duration_us / 1e3;
+    if (e.copy_stall_ms) copies = copies.value_or(0) + *e.copy_stall_ms;
+    compaction += e.compaction_ms;
+    reclaim += e.reclaim_ms;
+  }
+  return {{"freeze", opt(freeze)}, {"copies", opt(copies)}, {"compaction", compaction}, {"reclaim", reclaim}};
+}
+
 }  // namespace
 
 ordered_json to_json(const Report& r) {
@@ -354,6 +383,7 @@ ordered_json to_json(const Report& r) {
     j["capture"]["start_utc"] = rfc3339_utc(r.start_realtime_ns);
     j["capture"]["end_utc"] = rfc3339_utc(r.end_realtime_ns);
   }
+  if (r.copy_cost_ns) j["capture"]["copy_cost_ns"] = *r.copy_cost_ns;
   if (r.sample_every) {
     j["capture"]["sample_copies"] = r.sample_every;
     j["capture"]["copy_samples_dropped"] = r.copy_samples_dropped;
@@ -377,6 +407,7 @@ ordered_json to_json(const Report& r) {
                  {"compaction_stalls", r.totals.compaction_stalls},
                  {"reclaim_stalls", r.totals.reclaim_stalls},
                  {"dropped_events", r.totals.dropped_events}};
+  j["totals"]["stall_ms"] = stall_totals(r.forks);
   if (r.redis && r.redis->reachable)
     j["redis"] = redis_json(*r.redis, r.start_monotonic_ns);
   else if (r.redis)
@@ -511,6 +542,7 @@ Report from_json(const nlohmann::json& j) {
                                         c.at("missed").get<uint64_t>(), client_latency_from(c.at("whole_capture"))};
   }
   r.start_monotonic_ns = j.at("capture").at("start_monotonic_ns").get<uint64_t>();
+  if (j.at("capture").contains("copy_cost_ns")) r.copy_cost_ns = j.at("capture").at("copy_cost_ns").get<double>();
   r.sample_every = j.at("capture").value("sample_copies", 0U);
   r.copy_samples_dropped = j.at("capture").value("copy_samples_dropped", uint64_t{0});
   const ForkContext context{r.start_monotonic_ns, r.client_probe.has_value()};

@@ -133,6 +133,9 @@ struct Report {
   // Copy sampling (--sample-copies): 1 in sample_every, 0 when off; samples the kernel dropped.
   uint32_t sample_every = 0;
   uint64_t copy_samples_dropped = 0;
+  // A copy's cost measured on this host before the capture, where the forks' copy stalls are
+  // estimated from it (the tracepoint modes).
+  std::optional<double> copy_cost_ns;
 };
 
 // The text report lists every fork while there are at most kForkTableRows; past that it keeps the

@@ -45,6 +45,19 @@ std::string replica_line(const correlate::ReplicaSync& s) {
   return fmt::format("           replica {} ({}): {}{}; offset {}", s.address, how, states, end, s.offset);
 }
 
+// A fork's row, continued: how long the parent was stopped, by cause.
+std::string stall_line(const correlate::ForkEpisode& e, const std::optional<double>& copy_cost_ns) {
+  std::string copies = "copies unknown";
+  if (e.copy_stall_ms && e.copy_stall_source == "estimate" && copy_cost_ns)
+    copies = fmt::format("copies ~{:.1f} ms (estimated: {} at {:.0f} ns, a copy's cost measured here)",
+                         *e.copy_stall_ms, e.cow_faults, *copy_cost_ns);
+  else if (e.copy_stall_ms)
+    copies = fmt::format("copies {:.1f} ms", *e.copy_stall_ms);
+  return fmt::format("           stalled: fork {}, {}, compaction {:.1f} ms, reclaim {:.1f} ms",
+                     e.fork_duration_us ? fmt::format("{:.1f} ms", *e.fork_duration_us / 1e3) : std::string("unknown"),
+                     copies, e.compaction_ms, e.reclaim_ms);
+}
+
 // A fork's row, continued: what the latency probe's requests felt during it and before it.
 std::string client_latency_line(const redis::ClientLatency& d, const std::optional<redis::ClientLatency>& b,
                                 uint64_t timeout_us) {
@@ -152,6 +165,7 @@ void fork_lines(const Report& r, const Line& line) {
       if (e.fault_avg_ns)
         line(fmt::format("           COW fault handler: avg {:.0f} ns; huge-PMD faults {}", *e.fault_avg_ns,
                          e.huge_cow_faults));
+      if (e.fork_duration_us || e.copy_stall_ms) line(stall_line(e, r.copy_cost_ns));
       for (size_t k = 0; k < e.replicas.size() && k < kReplicasShown; ++k) line(replica_line(e.replicas[k]));
       if (e.replicas.size() > kReplicasShown)
         line(fmt::format("           ... {} more replicas (the JSON report has them all)",
