@@ -79,7 +79,7 @@ void expect_two_writers(bool force_fallback, bool interleaved = false) {
   // The finding names the dominant path.
   bool named = false;
   for (const auto& f : report.at("findings"))
-    named = named || f.get<std::string>().find("write_most") != std::string::npos;
+    named = named || f.at("text").get<std::string>().find("write_most") != std::string::npos;
   EXPECT_TRUE(named) << report.at("findings").dump(1);
 }
 

@@ -106,7 +106,7 @@ TEST(Memory, CgroupLimitAndPeakMatchTheCgroupsOwnFiguresAndCloseIsAFinding) {
   EXPECT_TRUE(j["memory"]["mem_available_min_bytes"].is_number());
   bool said = false;
   for (const auto& f : j["findings"])
-    said = said || f.get<std::string>().find("memory cgroup's usage peaked") != std::string::npos;
+    said = said || f["text"].get<std::string>().find("memory cgroup's usage peaked") != std::string::npos;
   EXPECT_TRUE(said) << j["findings"].dump(2);
 
   // The daemon exports the same cgroup's figures for the alert on low headroom during a fork.

@@ -102,7 +102,7 @@ TEST(Reliability, FrozenRedisGivesTimeoutsNotAHang) {
   EXPECT_EQ(error.find("127.0.0.1:"), error.rfind("127.0.0.1:")) << error;  // the server named once
   bool said = false;
   for (const auto& f : report["findings"])
-    said = said || f.get<std::string>().find("stopped answering once") != std::string::npos;
+    said = said || f["text"].get<std::string>().find("stopped answering once") != std::string::npos;
   EXPECT_TRUE(said) << report["findings"].dump(2);
 }
 
@@ -208,7 +208,9 @@ TEST(Reliability, TinyRingBufferCountsAndExportsDrops) {
     const auto j = read_json(dir + "/r.json");
     std::filesystem::remove_all(dir);
     EXPECT_GT(j["totals"]["dropped_events"].get<uint64_t>(), 0u) << j["totals"].dump();
-    EXPECT_NE(j["findings"][0].get<std::string>().find("dropped"), std::string::npos) << j["findings"].dump(2);
+    bool said = false;
+    for (const auto& f : j["findings"]) said = said || f["id"] == "dropped_events";
+    EXPECT_TRUE(said) << j["findings"].dump(2);
   }
   // The daemon exports them.
   {

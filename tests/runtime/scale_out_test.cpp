@@ -256,7 +256,7 @@ TEST(ScaleOut, TinyReplicaOutputBufferMakesAFullSyncLoop) {
   EXPECT_EQ(x["loop_cause"], "output_buffer_limit") << x.dump(2);
   EXPECT_EQ(x["replica_output_buffer_limit"]["hard_bytes"], 1024 * 1024);
   EXPECT_GT(x["suggested_hard_limit_bytes"].get<uint64_t>(), 1024u * 1024) << x.dump(2);
-  const auto first = report["findings"][0].get<std::string>();
+  const auto first = report["findings"][0]["text"].get<std::string>();
   EXPECT_NE(first.find("Full-sync loop"), std::string::npos) << first;
   EXPECT_NE(first.find(address), std::string::npos) << first;
   EXPECT_NE(first.find("client-output-buffer-limit replica 1mb 512kb 1"), std::string::npos) << first;
@@ -273,5 +273,6 @@ TEST(ScaleOut, RaisedReplicaOutputBufferMakesNoLoop) {
   ASSERT_TRUE(x.is_object()) << report.dump(2);
   EXPECT_TRUE(x["loops"].empty()) << x.dump(2);
   EXPECT_EQ(x["dropped_syncs"], 0);
-  for (const auto& f : report["findings"]) EXPECT_EQ(f.get<std::string>().find("Full-sync loop"), std::string::npos);
+  for (const auto& f : report["findings"])
+    EXPECT_EQ(f["text"].get<std::string>().find("Full-sync loop"), std::string::npos);
 }

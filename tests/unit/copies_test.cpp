@@ -156,7 +156,7 @@ TEST(Copies, ReportSectionRoundTripsAndReads) {
   e.copies = a;
   r.forks.push_back(e);
   bool named = false;
-  for (const auto& f : report::findings(r))
+  for (const auto& f : report::finding_texts(r))
     named = named || f.find("75% of the sampled copies came from write_most") != std::string::npos;
   EXPECT_TRUE(named);
 }

@@ -61,7 +61,7 @@ report::CaptureInputs inputs(std::optional<uint64_t> limit_mib, uint64_t peak_mi
 }
 
 bool has_finding(const report::Report& r, const std::string& part) {
-  for (const auto& f : report::findings(r))
+  for (const auto& f : report::finding_texts(r))
     if (f.find(part) != std::string::npos) return true;
   return false;
 }
@@ -88,7 +88,7 @@ TEST(MemoryHeadroom, FiguresFromTheCgroupAndTheSamples) {
 TEST(MemoryHeadroom, WithinTwentyPercentOfTheLimitIsAFindingWithTheTimeLeft) {
   const auto r = report::assemble(inputs(1000, 850));
   // 150 MiB left at 50 MiB/s (100 MiB copied over a 2 s child): about 3 s of a fork.
-  EXPECT_TRUE(has_finding(r, "peaked at 850.0 MiB, 85% of its 1000.0 MiB limit")) << report::findings(r)[0];
+  EXPECT_TRUE(has_finding(r, "peaked at 850.0 MiB, 85% of its 1000.0 MiB limit")) << report::finding_texts(r)[0];
   EXPECT_TRUE(has_finding(r, "(50.0 MiB/s while a child lived), the 150.0 MiB left would last about 3 s"));
   EXPECT_NE(report::to_text(r).find("memory cgroup v1 /sys/fs/cgroup/memory/redis: limit 1000.0 MiB, usage peak 850.0 "
                                     "MiB (85% of it), oom kills 0"),

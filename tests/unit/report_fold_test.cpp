@@ -53,7 +53,7 @@ TEST(ReportFold, FewForksAreAllListedWithOneLatencySentenceEach) {
   const auto r = report_with_forks(3);
   const auto shown = report::shown_forks(r.forks);
   EXPECT_EQ(std::count(shown.begin(), shown.end(), true), 3);
-  const auto f = report::findings(r);
+  const auto f = report::finding_texts(r);
   EXPECT_EQ(std::count_if(f.begin(), f.end(), [](const std::string& s) { return s.rfind("During the", 0) == 0; }), 3);
 }
 
@@ -78,7 +78,7 @@ TEST(ReportFold, FiveHundredForksFoldToTheWorstAndTheMostRecent) {
   EXPECT_LT(lines.size(), 60u) << text;
   EXPECT_NE(text.find("485 more forks not shown"), std::string::npos) << text;
 
-  const auto f = report::findings(r);
+  const auto f = report::finding_texts(r);
   EXPECT_LE(f.size(), 10u);
   EXPECT_EQ(std::count_if(f.begin(), f.end(), [](const std::string& s) { return s.rfind("During the", 0) == 0; }), 0);
   const auto folded = std::find_if(f.begin(), f.end(), [](const std::string& s) { return s.rfind("In 500 of 500 fork windows", 0) == 0; });

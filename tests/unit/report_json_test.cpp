@@ -69,24 +69,61 @@ TEST(ReportJson, ChildAliveGivesNullLifetime) {
   EXPECT_TRUE(report::to_json(r)["forks"][0]["child_lifetime_ms"].is_null());
 }
 
-TEST(Findings, ThpOptOutComesFirstAndNamesDisableThp) {
+TEST(Findings, ThpOptOutNamesDisableThpAndDiskSyncsAreAFactNotAdvice) {
   const auto f = report::findings(sample_report());
-  ASSERT_FALSE(f.empty());
-  EXPECT_NE(f[0].find("disable-thp"), std::string::npos) << f[0];
-  bool disk = false, split = false;
-  for (const auto& s : f) {
-    disk = disk || s.find("repl-diskless-sync yes") != std::string::npos;
-    split = split || s.find("split 3 huge PMDs") != std::string::npos;
-  }
-  EXPECT_TRUE(disk);
+  const auto opt_out = std::find_if(f.begin(), f.end(), [](const auto& x) { return x.id == "thp_opted_out"; });
+  ASSERT_NE(opt_out, f.end());
+  EXPECT_NE(opt_out->text.find("disable-thp"), std::string::npos) << opt_out->text;
+  EXPECT_EQ(opt_out->severity, report::Severity::info);
+  const auto disk = std::find_if(f.begin(), f.end(), [](const auto& x) { return x.id == "full_sync_over_disk"; });
+  ASSERT_NE(disk, f.end());
+  // The capture measured no diskless sync: it advises none.
+  EXPECT_EQ(disk->text.find("repl-diskless-sync"), std::string::npos) << disk->text;
+  bool split = false;
+  for (const auto& x : f) split = split || x.text.find("split 3 huge PMDs") != std::string::npos;
   EXPECT_TRUE(split);
+}
+
+// Findings come ranked by what they explain: critical ones first, then by the client-visible ms
+// they account for (the fork's freeze before the copies' smaller stall), each with its evidence.
+TEST(Findings, RankedByImpactWithIdsAndEvidence) {
+  auto r = sample_report();
+  ASSERT_FALSE(r.forks.empty());
+  auto& e = r.forks[0];
+  e.fork_duration_us = 94'000;         // 94 ms
+  e.rss_kb_at_fork = 3 * 1024 * 1024;  // 3 GiB
+  e.copy_stall_ms = 12.0;
+  e.copy_stall_source = "kernel";
+  const auto f = report::findings(r);
+  ASSERT_GE(f.size(), 2u);
+  EXPECT_EQ(f[0].id, "fork_freeze");
+  EXPECT_EQ(f[0].severity, report::Severity::warning);
+  ASSERT_TRUE(f[0].impact_ms);
+  EXPECT_DOUBLE_EQ(*f[0].impact_ms, 94.0);
+  EXPECT_NE(f[0].text.find("froze the server for 94.0 ms, 31.3 ms per GiB of its 3.00 GiB RSS at the fork"),
+            std::string::npos)
+      << f[0].text;
+  EXPECT_DOUBLE_EQ(f[0].evidence["ms_per_gib"].get<double>(), 94.0 / 3);
+  const auto copies = std::find_if(f.begin(), f.end(), [](const auto& x) { return x.id == "copies"; });
+  ASSERT_NE(copies, f.end());
+  EXPECT_GT(copies - f.begin(), 0);
+  EXPECT_DOUBLE_EQ(copies->impact_ms.value_or(0), 12.0);
+  for (size_t i = 1; i < f.size(); ++i)
+    if (f[i - 1].severity != report::Severity::critical && f[i].severity != report::Severity::critical)
+      EXPECT_GE(f[i - 1].impact_ms.value_or(0), f[i].impact_ms.value_or(0)) << f[i - 1].id << " before " << f[i].id;
+  // In the JSON each is an object.
+  const auto j = report::to_json(r)["findings"][0];
+  EXPECT_EQ(j["id"], "fork_freeze");
+  EXPECT_EQ(j["severity"], "warning");
+  EXPECT_DOUBLE_EQ(j["impact_ms"].get<double>(), 94.0);
+  EXPECT_TRUE(j["evidence"].is_object());
 }
 
 TEST(Findings, NoRedisIsSaid) {
   auto r = sample_report();
   r.redis.reset();
   bool said = false;
-  for (const auto& s : report::findings(r)) said = said || s.find("No --redis") != std::string::npos;
+  for (const auto& s : report::finding_texts(r)) said = said || s.find("No --redis") != std::string::npos;
   EXPECT_TRUE(said);
 }
 
@@ -108,7 +145,7 @@ TEST(ReportJson, TimesRedisDidNotAnswerRoundTripAndAreAFinding) {
   EXPECT_EQ(back.redis->unanswered[0].to_ns, 2'750'000'000u);
   EXPECT_EQ(back.redis->unanswered[1].to_ns, 0u);
   EXPECT_EQ(report::to_json(back).dump(), j.dump());
-  const auto f = report::findings(r);
+  const auto f = report::finding_texts(r);
   const auto it = std::find_if(f.begin(), f.end(),
                                [](const std::string& s) { return s.find("stopped answering") != std::string::npos; });
   ASSERT_NE(it, f.end());

@@ -94,7 +94,7 @@ TEST(SyncLoop, TheFirstFindingNamesTheLoopTheLimitAndOneThatHolds) {
   EXPECT_EQ(x.suggested_hard_limit_bytes, 8u << 20);
   EXPECT_EQ(x.wasted_forks, 3u);
   EXPECT_EQ(x.wasted_copied_bytes, 3u << 20);
-  const auto f = report::findings(r);
+  const auto f = report::finding_texts(r);
   ASSERT_FALSE(f.empty());
   EXPECT_EQ(
       f[0].rfind("Full-sync loop: replica 127.0.0.1:7001 full-synced 4 times in this capture (3 dropped before online)",
@@ -134,7 +134,7 @@ TEST(SyncLoop, OneSyncIsNoLoop) {
   EXPECT_TRUE(r.replication->loops.empty());
   EXPECT_EQ(r.replication->loop_cause, "");
   EXPECT_FALSE(r.replication->suggested_hard_limit_bytes);
-  for (const auto& f : report::findings(r)) EXPECT_EQ(f.find("Full-sync loop"), std::string::npos) << f;
+  for (const auto& f : report::finding_texts(r)) EXPECT_EQ(f.find("Full-sync loop"), std::string::npos) << f;
 }
 
 TEST(SyncLoop, DisconnectionsByTheLimitWithoutASecondFullSyncAreAFinding) {
@@ -144,7 +144,7 @@ TEST(SyncLoop, DisconnectionsByTheLimitWithoutASecondFullSyncAreAFinding) {
   ASSERT_TRUE(r.replication);
   EXPECT_TRUE(r.replication->loops.empty());
   bool found = false;
-  for (const auto& f : report::findings(r))
+  for (const auto& f : report::finding_texts(r))
     found = found || f.rfind(
                          "Redis dropped a replica 2 times for overcoming its output buffer limit "
                          "`client-output-buffer-limit replica 256kb 128kb 1`",

@@ -41,6 +41,8 @@ struct ForkEpisode {
   std::optional<double> child_lifetime_ms; // null when the child outlived the capture
   uint64_t cow_faults = 0;
   uint64_t child_cow_faults = 0;
+  // The parent's RSS at the fork (the last /proc sample before it), kB; unset without a sample.
+  std::optional<uint64_t> rss_kb_at_fork;
   uint64_t huge_cow_faults = 0;   // fentry mode only
   uint64_t thp_splits = 0;        // fentry: in this process; fallback: /proc/vmstat thp_split_pmd delta
   std::string thp_splits_source;  // "kernel" or "vmstat" (system-wide)

@@ -97,6 +97,9 @@ Report assemble(const CaptureInputs& in) {
         f.copy_stall_source = "estimate";
       }
   r.copy_cost_ns = in.copy_cost_ns;
+  for (auto& f : r.forks)
+    if (const proc::Sample* at_fork = in.samples.at_or_before(f.fork_ts_ns); at_fork && at_fork->target_alive)
+      f.rss_kb_at_fork = at_fork->rss_kb;
   if (in.sample_every) attribute_forks(in, r.forks);
   if (in.latency_probe_hz) {
     client_latency_of_forks(in, r.forks);

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "report/copies.h"
 #include "report/report.h"
@@ -10,10 +11,17 @@ namespace thptrace::report {
 namespace {
 
 using correlate::Reason;
+using nlohmann::ordered_json;
 
-struct Finding {
-  int priority;  // lower comes first
+// A finding while they are gathered: priority orders those of the same severity and impact (lower
+// first), as they were ordered before they had an impact.
+struct Draft {
+  int priority;
   std::string text;
+  std::string id;
+  Severity severity = Severity::info;
+  std::optional<double> impact_ms;
+  ordered_json evidence = ordered_json::object();
 };
 
 std::string mib(double kb) { return fmt::format("{:.1f} MiB", kb / 1024.0); }
@@ -22,6 +30,8 @@ std::string mib(double kb) { return fmt::format("{:.1f} MiB", kb / 1024.0); }
 constexpr size_t kLatencySentences = 3;
 // Forks whose dominant copy path gets a sentence.
 constexpr size_t kCopySentences = 3;
+// A freeze this long is one clients notice (a warning, not just information).
+constexpr double kFreezeWarnMs = 10.0;
 
 std::string bytes_config(uint64_t b) {
   if (b % (1 << 20) == 0) return fmt::format("{}mb", b >> 20);
@@ -74,7 +84,7 @@ std::string loop_finding(const ReplicationSection& x) {
 
 // Where the copies came from (--sample-copies): the dominant code path of the forks that copied the
 // most, stacks that stop short, samples the kernel dropped.
-void copy_findings(const Report& r, std::vector<Finding>& f) {
+void copy_findings(const Report& r, std::vector<Draft>& f) {
   std::vector<const correlate::ForkEpisode*> sampled;
   for (const auto& e : r.forks)
     if (e.copies && e.copies->samples > 0) sampled.push_back(&e);
@@ -85,74 +95,128 @@ void copy_findings(const Report& r, std::vector<Finding>& f) {
     const auto* top = e.copies->dominant_path();
     if (!top) continue;
     const auto& m = e.copies->mappings.front();
-    f.push_back({3, fmt::format("In the {} fork window (child {}), {:.0f}% of the sampled copies came from {} "
-                                "({} pages); {:.0f}% were in {} memory.",
-                                correlate::reason_name(e.reason), e.child_pid, top->share * 100, top->name,
-                                estimate_text(top->estimated, top->estimated_error), m.share * 100, m.name)});
+    f.push_back({3,
+                 fmt::format("In the {} fork window (child {}), {:.0f}% of the sampled copies came from {} "
+                             "({} pages); {:.0f}% were in {} memory.",
+                             correlate::reason_name(e.reason), e.child_pid, top->share * 100, top->name,
+                             estimate_text(top->estimated, top->estimated_error), m.share * 100, m.name),
+                 "dominant_copy_path",
+                 Severity::info,
+                 std::nullopt,
+                 {{"child_pid", e.child_pid}, {"path", top->name}, {"share", top->share}}});
   }
   for (const auto* e : sampled)
     if (!e->copies->stacks_partial.empty()) {
-      f.push_back({4, fmt::format("Call stacks of the sampled copies are partial: {} (build it with "
-                                  "-fno-omit-frame-pointer for whole code paths); each copy is attributed to the "
-                                  "function that wrote.",
-                                  e->copies->stacks_partial)});
+      f.push_back({4,
+                   fmt::format("Call stacks of the sampled copies are partial: {} (build it with "
+                               "-fno-omit-frame-pointer for whole code paths); each copy is attributed to the "
+                               "function that wrote.",
+                               e->copies->stacks_partial),
+                   "partial_stacks",
+                   Severity::info,
+                   std::nullopt,
+                   {{"stacks_partial", e->copies->stacks_partial}}});
       break;
     }
   if (r.copy_samples_dropped > 0)
-    f.push_back({2, fmt::format("{} sampled copies were dropped (the samples ring buffer was full): the shares "
-                                "stand, the estimated totals are low.",
-                                r.copy_samples_dropped)});
+    f.push_back({2,
+                 fmt::format("{} sampled copies were dropped (the samples ring buffer was full): the shares "
+                             "stand, the estimated totals are low.",
+                             r.copy_samples_dropped),
+                 "copy_samples_dropped",
+                 Severity::warning,
+                 std::nullopt,
+                 {{"copy_samples_dropped", r.copy_samples_dropped}}});
 }
 
 // A full-sync loop, drops by the output buffer limit, forks wasted on dropped replicas.
-void replication_findings(const Report& r, std::vector<Finding>& f) {
-  if (const auto& x = r.replication; x && !x->loops.empty()) f.push_back({-1, loop_finding(*x)});
+void replication_findings(const Report& r, std::vector<Draft>& f) {
+  if (const auto& x = r.replication; x && !x->loops.empty())
+    f.push_back({-1,
+                 loop_finding(*x),
+                 "full_sync_loop",
+                 Severity::critical,
+                 std::nullopt,
+                 {{"address", x->loops.front().address},
+                  {"syncs", x->loops.front().syncs},
+                  {"dropped", x->loops.front().dropped},
+                  {"loop_cause", x->loop_cause}}});
   // Disconnections by the limit without a second full sync: the replica came back with a partial
   // resync (the backlog still held its offset), but each drop is a reconnect and a resend.
   if (const auto& x = r.replication; x && x->loops.empty() && x->output_buffer_limit_disconnections.value_or(0) > 0)
     f.push_back(
-        {1, fmt::format("Redis dropped a replica {} time{} for overcoming its output buffer limit{} (replica "
-                        "output buffer peak {}): the writes during a sync outgrow the limit; raise it.",
-                        *x->output_buffer_limit_disconnections, *x->output_buffer_limit_disconnections == 1 ? "" : "s",
-                        x->limit ? fmt::format(" `client-output-buffer-limit replica {} {} {}`",
-                                               bytes_config(x->limit->hard_bytes), bytes_config(x->limit->soft_bytes),
-                                               x->limit->soft_seconds)
-                                 : std::string(),
-                        x->replica_output_buffer_peak_bytes
-                            ? mib(static_cast<double>(*x->replica_output_buffer_peak_bytes) / 1024.0)
-                            : std::string("not seen"))});
+        {1,
+         fmt::format("Redis dropped a replica {} time{} for overcoming its output buffer limit{} (replica "
+                     "output buffer peak {}): the writes during a sync outgrow the limit; raise it.",
+                     *x->output_buffer_limit_disconnections, *x->output_buffer_limit_disconnections == 1 ? "" : "s",
+                     x->limit ? fmt::format(" `client-output-buffer-limit replica {} {} {}`",
+                                            bytes_config(x->limit->hard_bytes), bytes_config(x->limit->soft_bytes),
+                                            x->limit->soft_seconds)
+                              : std::string(),
+                     x->replica_output_buffer_peak_bytes
+                         ? mib(static_cast<double>(*x->replica_output_buffer_peak_bytes) / 1024.0)
+                         : std::string("not seen")),
+         "replica_output_buffer_drops",
+         Severity::warning,
+         std::nullopt,
+         {{"disconnections", *x->output_buffer_limit_disconnections}}});
   if (const auto& x = r.replication; x && x->wasted_forks > 0)
-    f.push_back({1, fmt::format("{} full-sync fork{} served only replicas that were dropped before they came online "
-                                "(Redis then kills the child): wasted, {} copied on write for nothing.",
-                                x->wasted_forks, x->wasted_forks == 1 ? "" : "s",
-                                mib(static_cast<double>(x->wasted_copied_bytes) / 1024.0))});
+    f.push_back({1,
+                 fmt::format("{} full-sync fork{} served only replicas that were dropped before they came online "
+                             "(Redis then kills the child): wasted, {} copied on write for nothing.",
+                             x->wasted_forks, x->wasted_forks == 1 ? "" : "s",
+                             mib(static_cast<double>(x->wasted_copied_bytes) / 1024.0)),
+                 "wasted_full_sync_forks",
+                 Severity::warning,
+                 std::nullopt,
+                 {{"wasted_forks", x->wasted_forks}, {"wasted_copied_bytes", x->wasted_copied_bytes}}});
 }
 
 // How the process stands with THP: opted out, never, backed by huge pages, or none under madvise.
-void thp_findings(const Report& r, std::vector<Finding>& f) {
+void thp_findings(const Report& r, std::vector<Draft>& f) {
   if (r.system.thp_enabled == "always" && r.thp_enabled_for_process == false) {
     std::string why = r.redis && r.redis->disable_thp == "yes"
                           ? "Redis's `disable-thp yes` (the default since 6.2) called prctl(PR_SET_THP_DISABLE) at start-up"
                           : "the process called prctl(PR_SET_THP_DISABLE)";
-    f.push_back({1, fmt::format("THP is `always` system-wide, but this process opted out (THP_enabled: 0 in "
-                                "/proc/{}/status): {}, so its heap is not backed by huge pages and fork "
-                                "copy-on-write works on 4 KiB pages.",
-                                r.pid, why)});
+    f.push_back({1,
+                 fmt::format("THP is `always` system-wide, but this process opted out (THP_enabled: 0 in "
+                             "/proc/{}/status): {}, so its heap is not backed by huge pages and fork "
+                             "copy-on-write works on 4 KiB pages.",
+                             r.pid, why),
+                 "thp_opted_out",
+                 Severity::info,
+                 std::nullopt,
+                 {{"thp_enabled", r.system.thp_enabled}, {"thp_enabled_for_process", false}}});
   } else if (r.system.thp_enabled == "never") {
-    f.push_back({5, "THP is `never` on this host: the heap is backed by 4 KiB pages only."});
+    f.push_back({5,
+                 "THP is `never` on this host: the heap is backed by 4 KiB pages only.",
+                 "thp_never",
+                 Severity::info,
+                 std::nullopt,
+                 {{"thp_enabled", "never"}}});
   } else if (r.anon_huge_pages_kb_max > 0) {
-    f.push_back({2, fmt::format("Transparent huge pages back up to {} of this process's memory (AnonHugePages): "
-                                "page tables are smaller so fork is faster, but every first write after fork "
-                                "faults on a huge mapping.",
-                                mib(static_cast<double>(r.anon_huge_pages_kb_max)))});
+    f.push_back({2,
+                 fmt::format("Transparent huge pages back up to {} of this process's memory (AnonHugePages): "
+                             "page tables are smaller so fork is faster, but every first write after fork "
+                             "faults on a huge mapping.",
+                             mib(static_cast<double>(r.anon_huge_pages_kb_max))),
+                 "thp_backed",
+                 Severity::info,
+                 std::nullopt,
+                 {{"anon_huge_pages_kb_max", r.anon_huge_pages_kb_max}}});
   } else if (r.system.thp_enabled == "madvise") {
-    f.push_back({6, "THP is `madvise` and this process has no huge pages (AnonHugePages 0 kB): copy-on-write "
-                    "after fork works on 4 KiB pages."});
+    f.push_back({6,
+                 "THP is `madvise` and this process has no huge pages (AnonHugePages 0 kB): copy-on-write "
+                 "after fork works on 4 KiB pages.",
+                 "thp_madvise_unused",
+                 Severity::info,
+                 std::nullopt,
+                 {{"thp_enabled", "madvise"}, {"anon_huge_pages_kb_max", 0}}});
   }
 }
 
 // What the forks did to memory: PMD splits, syncs over disk, the copies, the fork time per GB.
-void fork_findings(const Report& r, std::vector<Finding>& f) {
+void fork_findings(const Report& r, std::vector<Draft>& f) {
   uint64_t splits = 0;
   bool vmstat_splits = false;
   for (const auto& e : r.forks) {
@@ -160,38 +224,101 @@ void fork_findings(const Report& r, std::vector<Finding>& f) {
     vmstat_splits = vmstat_splits || e.thp_splits_source == "vmstat";
   }
   if (splits > 0)
-    f.push_back({2, fmt::format("The kernel split {} huge PMDs during fork windows{} instead of copying 2 MiB "
-                                "pages: since Linux 5.8 a write to a shared huge page splits it and copies 4 KiB.",
-                                splits, vmstat_splits ? " (system-wide, from /proc/vmstat thp_split_pmd)" : "")});
+    f.push_back({2,
+                 fmt::format("The kernel split {} huge PMDs during fork windows{} instead of copying 2 MiB "
+                             "pages: since Linux 5.8 a write to a shared huge page splits it and copies 4 KiB.",
+                             splits, vmstat_splits ? " (system-wide, from /proc/vmstat thp_split_pmd)" : ""),
+                 "thp_splits",
+                 Severity::info,
+                 std::nullopt,
+                 {{"thp_splits", splits}, {"source", vmstat_splits ? "vmstat" : "kernel"}}});
 
   const auto disk_syncs = std::count_if(r.forks.begin(), r.forks.end(), [](const auto& e) { return e.reason == Reason::full_sync_disk; });
   if (disk_syncs > 0)
-    f.push_back({3, fmt::format("{} full sync{} went over disk: the fork child wrote a whole RDB file before "
-                                "the replica got a byte; `repl-diskless-sync yes` streams it to the replica "
-                                "and avoids the disk write.",
-                                disk_syncs, disk_syncs == 1 ? "" : "s")});
+    f.push_back({3,
+                 fmt::format("{} full sync{} went over disk: the fork child wrote a whole RDB file before "
+                             "the replica got a byte.",
+                             disk_syncs, disk_syncs == 1 ? "" : "s"),
+                 "full_sync_over_disk",
+                 Severity::info,
+                 std::nullopt,
+                 {{"full_syncs_over_disk", disk_syncs}}});
 
   uint64_t cow = 0;
-  for (const auto& e : r.forks) cow += e.cow_faults;
+  std::optional<double> stall_ms;
+  bool estimated = false;
+  for (const auto& e : r.forks) {
+    cow += e.cow_faults;
+    if (e.copy_stall_ms) stall_ms = stall_ms.value_or(0) + *e.copy_stall_ms;
+    estimated = estimated || e.copy_stall_source == "estimate";
+  }
   if (cow > 0)
-    f.push_back({3, fmt::format("While fork children lived, the parent took {} copy-on-write faults (about {} of "
-                                "memory copied in 4 KiB pages), each one a stall on the thread that wrote.",
-                                cow, mib(static_cast<double>(cow) * 4.0))});
+    f.push_back({3,
+                 fmt::format("While fork children lived, the parent copied {} pages ({}) on write{}.", cow,
+                             mib(static_cast<double>(cow) * 4.0),
+                             stall_ms ? fmt::format(", which stopped the threads that wrote for {}{:.1f} ms in all{}",
+                                                    estimated ? "about " : "", *stall_ms,
+                                                    estimated ? " (estimated from a copy's cost measured here)" : "")
+                                      : std::string(": each copy stops the thread that wrote")),
+                 "copies",
+                 Severity::warning,
+                 stall_ms,
+                 {{"copies", cow},
+                  {"copied_bytes", cow * 4096},
+                  {"stall_ms", stall_ms ? ordered_json(*stall_ms) : ordered_json(nullptr)},
+                  {"stall_source", stall_ms ? (estimated ? "estimate" : "kernel") : ""}}});
 
   copy_findings(r, f);
 
-  for (const auto& e : r.forks) {
-    if (!e.fork_duration_us || r.rss_kb_max == 0) continue;
-    const double gb = static_cast<double>(r.rss_kb_max) / (1024.0 * 1024.0);
-    f.push_back({4, fmt::format("Fork ({}) took {:.0f} µs for {:.2f} GB of RSS: {:.1f} ms per GB.",
-                                correlate::reason_name(e.reason), *e.fork_duration_us, gb,
-                                gb > 0 ? *e.fork_duration_us / 1000.0 / gb : 0.0)});
-    break;  // one representative line; the table has them all
+  // The longest freeze: every client waited for it.
+  const correlate::ForkEpisode* longest = nullptr;
+  for (const auto& e : r.forks)
+    if (e.fork_duration_us && (!longest || *e.fork_duration_us > *longest->fork_duration_us)) longest = &e;
+  if (longest) {
+    const double ms = *longest->fork_duration_us / 1e3;
+    std::string per_gib;
+    ordered_json evidence = {{"child_pid", longest->child_pid}, {"fork_duration_us", *longest->fork_duration_us}};
+    if (longest->rss_kb_at_fork && *longest->rss_kb_at_fork > 0) {
+      const double gib = static_cast<double>(*longest->rss_kb_at_fork) / (1024.0 * 1024.0);
+      per_gib = fmt::format(", {:.1f} ms per GiB of its {:.2f} GiB RSS at the fork", ms / gib, gib);
+      evidence["rss_kb_at_fork"] = *longest->rss_kb_at_fork;
+      evidence["ms_per_gib"] = ms / gib;
+    }
+    f.push_back({4,
+                 fmt::format("The {} fork (child {}) froze the server for {:.1f} ms{}: every client waited that "
+                             "long.",
+                             correlate::reason_name(longest->reason), longest->child_pid, ms, per_gib),
+                 "fork_freeze", ms >= kFreezeWarnMs ? Severity::warning : Severity::info, ms, std::move(evidence)});
   }
 }
 
 // Redis's server-side latency in the fork windows against the windows before.
-void latency_findings(const Report& r, std::vector<Finding>& f) {
+void latency_findings(const Report& r, std::vector<Draft>& f) {
+  // What the clients felt (the latency probe): the fork whose window held the slowest request.
+  const correlate::ForkEpisode* felt = nullptr;
+  for (const auto& e : r.forks)
+    if (e.client_latency_during && (!felt || e.client_latency_during->max_us > felt->client_latency_during->max_us))
+      felt = &e;
+  if (felt && r.client_probe) {
+    const auto& d = *felt->client_latency_during;
+    const auto& b = felt->client_latency_before;
+    f.push_back({2,
+                 fmt::format("Clients felt the {} fork (child {}): the slowest probe request waited {:.1f} ms and "
+                             "p99.9 was {:.2f} ms, against {} in the window before; {} of {} requests took over {} µs.",
+                             correlate::reason_name(felt->reason), felt->child_pid, d.max_us / 1e3, d.p999_us / 1e3,
+                             b ? fmt::format("{:.2f} ms", b->p999_us / 1e3) : std::string("nothing measured"),
+                             d.over_timeout, d.samples, r.client_probe->client_timeout_us),
+                 "clients_felt_fork",
+                 d.over_timeout > 0 ? Severity::warning : Severity::info,
+                 d.max_us / 1e3,
+                 {{"child_pid", felt->child_pid},
+                  {"max_us", d.max_us},
+                  {"p999_us", d.p999_us},
+                  {"p999_us_before", b ? ordered_json(b->p999_us) : ordered_json(nullptr)},
+                  {"over_timeout", d.over_timeout},
+                  {"samples", d.samples}}});
+  }
+
   // Latency windows: one sentence per fork while there are few; past that one sentence with counts
   // and the worst window, so that a capture of hundreds of forks (a full-sync loop) stays readable.
   std::vector<const correlate::ForkEpisode*> windows;
@@ -201,10 +328,15 @@ void latency_findings(const Report& r, std::vector<Finding>& f) {
     for (const auto* e : windows) {
       const auto& d = *e->latency_during;
       const auto& b = *e->latency_before;
-      f.push_back({3, fmt::format("During the {} fork window (child {}), Redis's server-side p99.9 was ≤ {:.0f} µs "
-                                  "(p50 ≤ {:.0f} µs) against ≤ {:.0f} µs (p50 ≤ {:.0f} µs) in the window before.",
-                                  correlate::reason_name(e->reason), e->child_pid, d.p999_us, d.p50_us, b.p999_us,
-                                  b.p50_us)});
+      f.push_back(
+          {3,
+           fmt::format("During the {} fork window (child {}), Redis's server-side p99.9 was ≤ {:.0f} µs "
+                       "(p50 ≤ {:.0f} µs) against ≤ {:.0f} µs (p50 ≤ {:.0f} µs) in the window before.",
+                       correlate::reason_name(e->reason), e->child_pid, d.p999_us, d.p50_us, b.p999_us, b.p50_us),
+           "server_latency_in_fork",
+           Severity::info,
+           std::nullopt,
+           {{"child_pid", e->child_pid}, {"p999_us_during", d.p999_us}, {"p999_us_before", b.p999_us}}});
     }
   } else {
     const auto worst = *std::max_element(windows.begin(), windows.end(), [](const auto* a, const auto* b) {
@@ -213,20 +345,30 @@ void latency_findings(const Report& r, std::vector<Finding>& f) {
     const auto worse = std::count_if(windows.begin(), windows.end(), [](const auto* e) {
       return e->latency_during->p999_us > e->latency_before->p999_us;
     });
-    f.push_back({3, fmt::format("In {} of {} fork windows Redis's server-side p99.9 was higher than in the window "
-                                "before; the worst, during the {} fork window (child {}), was ≤ {:.0f} µs against "
-                                "≤ {:.0f} µs before.",
-                                worse, windows.size(), correlate::reason_name(worst->reason), worst->child_pid,
-                                worst->latency_during->p999_us, worst->latency_before->p999_us)});
+    f.push_back({3,
+                 fmt::format("In {} of {} fork windows Redis's server-side p99.9 was higher than in the window "
+                             "before; the worst, during the {} fork window (child {}), was ≤ {:.0f} µs against "
+                             "≤ {:.0f} µs before.",
+                             worse, windows.size(), correlate::reason_name(worst->reason), worst->child_pid,
+                             worst->latency_during->p999_us, worst->latency_before->p999_us),
+                 "server_latency_in_forks",
+                 Severity::info,
+                 std::nullopt,
+                 {{"windows", windows.size()}, {"higher", worse}, {"worst_child_pid", worst->child_pid}}});
   }
 }
 
 // What Redis left out or contradicted: unreachable, unanswered for a while, no address, another process.
-void redis_findings(const Report& r, std::vector<Finding>& f) {
+void redis_findings(const Report& r, std::vector<Draft>& f) {
   if (r.redis && !r.redis->reachable)
-    f.push_back({1, fmt::format("Redis at {} was not reachable ({}): fork reasons and server-side latency are "
-                                "missing; the kernel figures are complete.",
-                                r.redis->address, r.redis->error)});
+    f.push_back({1,
+                 fmt::format("Redis at {} was not reachable ({}): fork reasons and server-side latency are "
+                             "missing; the kernel figures are complete.",
+                             r.redis->address, r.redis->error),
+                 "redis_unreachable",
+                 Severity::warning,
+                 std::nullopt,
+                 {{"address", r.redis->address}, {"error", r.redis->error}}});
   // It answered, then stopped for a while (frozen, overloaded, restarted): the figures of that time
   // come from the kernel alone. When the traced process itself exited, its end says why.
   if (r.redis && r.redis->reachable && !r.redis->unanswered.empty()) {
@@ -234,29 +376,41 @@ void redis_findings(const Report& r, std::vector<Finding>& f) {
     const auto& last = u.back();
     if (!(r.target_exited && !last.to_ns)) {
       f.push_back(
-          {2, fmt::format("Redis at {} stopped answering {} during the capture, last from +{:.1f} s {} ({}): for "
-                          "that time fork reasons come from the uprobes only and there are no server-side "
-                          "latency figures; the kernel figures are complete.",
-                          r.redis->address, u.size() == 1 ? std::string("once") : fmt::format("{} times", u.size()),
-                          r.seconds_since_start(last.from_ns),
-                          last.to_ns ? fmt::format("to +{:.1f} s", r.seconds_since_start(last.to_ns))
-                                     : std::string("to the end"),
-                          last.error)});
+          {2,
+           fmt::format(
+               "Redis at {} stopped answering {} during the capture, last from +{:.1f} s {} ({}): for "
+               "that time fork reasons come from the uprobes only and there are no server-side "
+               "latency figures; the kernel figures are complete.",
+               r.redis->address, u.size() == 1 ? std::string("once") : fmt::format("{} times", u.size()),
+               r.seconds_since_start(last.from_ns),
+               last.to_ns ? fmt::format("to +{:.1f} s", r.seconds_since_start(last.to_ns)) : std::string("to the end"),
+               last.error),
+           "redis_unanswered",
+           Severity::warning,
+           std::nullopt,
+           {{"address", r.redis->address}, {"times", u.size()}}});
     }
   }
   if (!r.redis && r.comm.rfind("redis", 0) == 0)
-    f.push_back({7, "No --redis address was given: fork reasons come from uprobes only and there are no "
-                    "server-side latency windows."});
+    f.push_back({7,
+                 "No --redis address was given: fork reasons come from uprobes only and there are no "
+                 "server-side latency windows.",
+                 "no_redis_address", Severity::info, std::nullopt, ordered_json::object()});
   // Redis reports its pid in its own PID namespace (1 in a container).
   if (r.redis && r.redis->reachable && r.redis->process_id &&
       r.redis->process_id != (r.pid_in_namespace ? r.pid_in_namespace : r.pid))
-    f.push_back({1, fmt::format("Redis at {} reports process_id {}, not the traced pid {}: its figures describe "
-                                "another process.",
-                                r.redis->address, r.redis->process_id, r.pid)});
+    f.push_back({1,
+                 fmt::format("Redis at {} reports process_id {}, not the traced pid {}: its figures describe "
+                             "another process.",
+                             r.redis->address, r.redis->process_id, r.pid),
+                 "redis_other_process",
+                 Severity::warning,
+                 std::nullopt,
+                 {{"process_id", r.redis->process_id}, {"pid", r.pid}}});
 }
 
 // The memory cgroup: usage near its limit during forks, OOM kills.
-void memory_findings(const Report& r, std::vector<Finding>& f) {
+void memory_findings(const Report& r, std::vector<Draft>& f) {
   if (const auto& c = r.memory.cgroup) {
     const auto in_mib = [](uint64_t b) { return static_cast<double>(b) / (1 << 20); };
     if (c->limit_bytes && *c->limit_bytes > 0 &&
@@ -271,57 +425,119 @@ void memory_findings(const Report& r, std::vector<Finding>& f) {
             in_mib(static_cast<uint64_t>(per_s)), in_mib(headroom), static_cast<double>(headroom) / per_s);
       }
       f.push_back(
-          {1, fmt::format("The memory cgroup's usage peaked at {:.1f} MiB, {:.0f}% of its {:.1f} MiB limit ({}): "
-                          "copy-on-write during a longer fork, or more writes, can reach it and the kernel "
-                          "would OOM-kill a process in it.{}",
-                          in_mib(c->usage_max_bytes),
-                          100.0 * static_cast<double>(c->usage_max_bytes) / static_cast<double>(*c->limit_bytes),
-                          in_mib(*c->limit_bytes), c->path, rate)});
+          {1,
+           fmt::format("The memory cgroup's usage peaked at {:.1f} MiB, {:.0f}% of its {:.1f} MiB limit ({}): "
+                       "copy-on-write during a longer fork, or more writes, can reach it and the kernel "
+                       "would OOM-kill a process in it.{}",
+                       in_mib(c->usage_max_bytes),
+                       100.0 * static_cast<double>(c->usage_max_bytes) / static_cast<double>(*c->limit_bytes),
+                       in_mib(*c->limit_bytes), c->path, rate),
+           "memory_headroom",
+           Severity::critical,
+           std::nullopt,
+           {{"usage_max_bytes", c->usage_max_bytes}, {"limit_bytes", *c->limit_bytes}, {"headroom_bytes", headroom}}});
     }
     if (c->oom_kills > 0)
-      f.push_back({0, fmt::format("The kernel OOM-killed {} process(es) in this memory cgroup ({}) during the capture.",
-                                  c->oom_kills, c->path)});
+      f.push_back({0,
+                   fmt::format("The kernel OOM-killed {} process(es) in this memory cgroup ({}) during the capture.",
+                               c->oom_kills, c->path),
+                   "oom_kills",
+                   Severity::critical,
+                   std::nullopt,
+                   {{"oom_kills", c->oom_kills}, {"path", c->path}}});
   }
 }
 
 }  // namespace
 
-std::vector<std::string> findings(const Report& r) {
-  std::vector<Finding> f;
+std::vector<std::string> finding_texts(const Report& r) {
+  auto all = findings(r);
+  std::vector<std::string> out;
+  out.reserve(all.size());
+  for (auto& f : all) out.push_back(std::move(f.text));
+  return out;
+}
+
+const char* severity_name(Severity s) {
+  switch (s) {
+    case Severity::critical: return "critical";
+    case Severity::warning: return "warning";
+    case Severity::info: return "info";
+  }
+  return "info";
+}
+
+std::vector<report::Finding> findings(const Report& r) {
+  std::vector<Draft> f;
   replication_findings(r, f);
   if (r.totals.dropped_events > 0)
-    f.push_back({0, fmt::format("{} kernel events were dropped because the ring buffer was full: episode "
-                                "boundaries may be missing (fault counts are kept in maps and are complete).",
-                                r.totals.dropped_events)});
+    f.push_back({0,
+                 fmt::format("{} kernel events were dropped because the ring buffer was full: episode "
+                             "boundaries may be missing (fault counts are kept in maps and are complete).",
+                             r.totals.dropped_events),
+                 "dropped_events",
+                 Severity::warning,
+                 std::nullopt,
+                 {{"dropped_events", r.totals.dropped_events}}});
 
   thp_findings(r, f);
   fork_findings(r, f);
   latency_findings(r, f);
   if (r.totals.compaction_stalls + r.totals.reclaim_stalls > 0)
-    f.push_back({3, fmt::format("The process stalled {} times in direct compaction ({:.1f} ms) and {} times in "
-                                "direct reclaim ({:.1f} ms).",
-                                r.totals.compaction_stalls, r.totals.compaction_ms, r.totals.reclaim_stalls,
-                                r.totals.reclaim_ms)});
-  if (r.totals.thp_collapses > 0)
     f.push_back(
-        {4, fmt::format("khugepaged collapsed {} ranges of this process into huge pages.", r.totals.thp_collapses)});
+        {3,
+         fmt::format("The process stalled {} times in direct compaction ({:.1f} ms) and {} times in "
+                     "direct reclaim ({:.1f} ms).",
+                     r.totals.compaction_stalls, r.totals.compaction_ms, r.totals.reclaim_stalls, r.totals.reclaim_ms),
+         "direct_compaction_reclaim",
+         Severity::warning,
+         r.totals.compaction_ms + r.totals.reclaim_ms,
+         {{"compaction_stalls", r.totals.compaction_stalls},
+          {"compaction_ms", r.totals.compaction_ms},
+          {"reclaim_stalls", r.totals.reclaim_stalls},
+          {"reclaim_ms", r.totals.reclaim_ms}}});
+  if (r.totals.thp_collapses > 0)
+    f.push_back({4,
+                 fmt::format("khugepaged collapsed {} ranges of this process into huge pages.", r.totals.thp_collapses),
+                 "khugepaged_collapses",
+                 Severity::info,
+                 std::nullopt,
+                 {{"thp_collapses", r.totals.thp_collapses}}});
 
   redis_findings(r, f);
   if (r.target_exited)
     f.push_back(
-        {1, fmt::format("The traced process {} exited during the capture; the report covers what was seen until then.",
-                        r.pid)});
-  if (r.forks.empty()) f.push_back({8, "No fork happened during the capture."});
+        {1,
+         fmt::format("The traced process {} exited during the capture; the report covers what was seen until then.",
+                     r.pid),
+         "target_exited",
+         Severity::info,
+         std::nullopt,
+         {{"pid", r.pid}}});
+  if (r.forks.empty())
+    f.push_back(
+        {8, "No fork happened during the capture.", "no_fork", Severity::info, std::nullopt, ordered_json::object()});
   if (r.totals.untracked_forks > 0)
-    f.push_back({2, fmt::format("{} forks overlapped more than {} live children and their faults were not "
-                                "attributed.",
-                                r.totals.untracked_forks, THPTRACE_MAX_ACTIVE)});
+    f.push_back({2,
+                 fmt::format("{} forks overlapped more than {} live children and their faults were not "
+                             "attributed.",
+                             r.totals.untracked_forks, THPTRACE_MAX_ACTIVE),
+                 "untracked_forks",
+                 Severity::warning,
+                 std::nullopt,
+                 {{"untracked_forks", r.totals.untracked_forks}}});
 
   memory_findings(r, f);
 
-  std::stable_sort(f.begin(), f.end(), [](const Finding& a, const Finding& b) { return a.priority < b.priority; });
-  std::vector<std::string> out;
-  for (auto& x : f) out.push_back(std::move(x.text));
+  // Critical first; then by the client-visible ms they account for; then as they were ordered.
+  const auto rank = [](const Draft& d) {
+    return std::make_tuple(d.severity == Severity::critical ? 0 : 1, -d.impact_ms.value_or(0.0),
+                           static_cast<int>(d.severity), d.priority);
+  };
+  std::stable_sort(f.begin(), f.end(), [&](const Draft& a, const Draft& b) { return rank(a) < rank(b); });
+  std::vector<report::Finding> out;
+  out.reserve(f.size());
+  for (auto& x : f) out.push_back({std::move(x.id), x.severity, x.impact_ms, std::move(x.text), std::move(x.evidence)});
   return out;
 }
 

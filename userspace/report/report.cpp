@@ -208,6 +208,8 @@ const std::vector<ForkField>& fork_fields() {
       timestamp<&E::exit_ts_ns>("exit_ts_ms"),
       plain<&E::cow_faults>("cow_faults"),
       plain<&E::child_cow_faults>("child_cow_faults"),
+      {"rss_kb_at_fork", [](const E& e, const ForkContext&) { return opt(e.rss_kb_at_fork); },
+       [](const json& v, const ForkContext&, E& e) { e.rss_kb_at_fork = opt_u64(v); }, nullptr, true},
       plain<&E::thp_splits>("thp_splits"),
       plain<&E::thp_splits_source>("thp_splits_source"),
       plain<&E::huge_cow_faults>("huge_cow_faults"),
@@ -414,7 +416,13 @@ ordered_json to_json(const Report& r) {
     j["redis_error"] = r.redis->error;
   j["memory"] = memory_json(r.memory);
   if (r.replication) j["replication"] = replication_json(*r.replication);
-  j["findings"] = findings(r);
+  j["findings"] = ordered_json::array();
+  for (const auto& x : findings(r))
+    j["findings"].push_back({{"id", x.id},
+                             {"severity", severity_name(x.severity)},
+                             {"impact_ms", opt(x.impact_ms)},
+                             {"text", x.text},
+                             {"evidence", x.evidence}});
   make_valid(j);
   return j;
 }

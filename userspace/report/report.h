@@ -158,7 +158,25 @@ std::optional<ReplicationSection> replication_of(const CaptureInputs& inputs,
                                                  const std::vector<correlate::ForkEpisode>& forks,
                                                  const std::vector<correlate::ReplicaSync>& syncs);
 
-std::vector<std::string> findings(const Report& r);
+// What a finding is worth to an operator: critical (clients or the server are at risk now), warning
+// (clients paid for it), info (how the host and the process stand).
+enum class Severity { critical, warning, info };
+const char* severity_name(Severity s);
+
+// One finding: a stable id per kind, its severity, the client-visible ms it accounts for (null when
+// it explains none), the sentence, and the figures it rests on.
+struct Finding {
+  std::string id;
+  Severity severity = Severity::info;
+  std::optional<double> impact_ms;
+  std::string text;
+  nlohmann::ordered_json evidence = nlohmann::ordered_json::object();
+};
+
+// The capture's findings, most important first: critical ones, then by the ms they account for.
+std::vector<Finding> findings(const Report& r);
+// Their sentences, in the same order.
+std::vector<std::string> finding_texts(const Report& r);
 // The JSON of the contract, and its one reader (bench reads captures with it): from_json(to_json(r))
 // writes the same JSON again. from_json throws nlohmann::json::exception or std::invalid_argument
 // when a key is missing or has another type. Every string of to_json is valid UTF-8, whatever bytes

@@ -213,7 +213,7 @@ std::string to_text(const Report& r) {
   line("");
   line("findings:");
   int i = 1;
-  for (const auto& f : findings(r)) line(fmt::format("  {}. {}", i++, f));
+  for (const auto& f : findings(r)) line(fmt::format("  {}. [{}] {}", i++, severity_name(f.severity), f.text));
   return out;
 }
 
