@@ -66,9 +66,10 @@ static_assert(sizeof(thptrace_sample_state) == 24, "sampler state layout");
 #define THPTRACE_EVENT_FIELDS(X) X(type) X(tgid) X(pid) X(child_pid) X(ts_ns) X(start_ns) X(value) X(value2)
 // clang-format on
 
-#define THPTRACE_SIZE_IN_EPISODE(f) +sizeof(thptrace_episode::f)
-#define THPTRACE_SIZE_IN_TARGET(f) +sizeof(thptrace_target::f)
-#define THPTRACE_SIZE_IN_EVENT(f) +sizeof(thptrace_event::f)
+// A term of a sum, unary plus and all: no parentheses around it.
+#define THPTRACE_SIZE_IN_EPISODE(f) +sizeof(thptrace_episode::f)  // NOLINT(bugprone-macro-parentheses)
+#define THPTRACE_SIZE_IN_TARGET(f) +sizeof(thptrace_target::f)    // NOLINT(bugprone-macro-parentheses)
+#define THPTRACE_SIZE_IN_EVENT(f) +sizeof(thptrace_event::f)      // NOLINT(bugprone-macro-parentheses)
 // Left out: tracked and based (the kernel's own bookkeeping), the arrays (written apart), and an
 // event's episode (written apart, for EV_CHILD_EXIT only).
 static_assert(0 THPTRACE_EPISODE_FIELDS(THPTRACE_SIZE_IN_EPISODE) + sizeof(thptrace_episode::tracked) +
