@@ -252,6 +252,8 @@ void fork_findings(const Report& r, std::vector<Draft>& f) {
     if (e.copy_stall_ms) stall_ms = stall_ms.value_or(0) + *e.copy_stall_ms;
     estimated = estimated || e.copy_stall_source == "estimate";
   }
+  // The copies' stall is the server's time, spread over the child's life, not one client's wait: it
+  // is evidence, and the finding has no impact_ms of its own.
   if (cow > 0)
     f.push_back({3,
                  fmt::format("While fork children lived, the parent copied {} pages ({}) on write{}.", cow,
@@ -262,7 +264,7 @@ void fork_findings(const Report& r, std::vector<Draft>& f) {
                                       : std::string(": each copy stops the thread that wrote")),
                  "copies",
                  Severity::warning,
-                 stall_ms,
+                 std::nullopt,
                  {{"copies", cow},
                   {"copied_bytes", cow * 4096},
                   {"stall_ms", stall_ms ? ordered_json(*stall_ms) : ordered_json(nullptr)},

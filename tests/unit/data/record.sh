@@ -9,7 +9,7 @@ out=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 port=$(free_port)
-redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --disable-thp no --dir "$work" \
+redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --disable-thp no --dir "$work" --enable-debug-command local \
   --daemonize no --logfile "$work/redis.log" &
 redis_pid=$!
 cleanup() { kill "$redis_pid" 2>/dev/null || true; wait "$redis_pid" 2>/dev/null || true; rm -rf "$work"; }
