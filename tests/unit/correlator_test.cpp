@@ -4,24 +4,17 @@
 #include <gtest/gtest.h>
 
 #include "correlate/correlator.h"
+#include "events.h"
 
 using namespace thptrace::correlate;
 using thptrace::proc::SampleSeries;
 using thptrace::redis::Snapshot;
+using thptrace::test::episode;
+using thptrace::test::exit_ev;
+using thptrace::test::fork_ev;
+using thptrace::test::kParent;
 
 namespace {
-
-constexpr uint32_t kParent = 100;
-
-thptrace_event fork_ev(uint32_t child, uint64_t ts, uint32_t reason = 0) {
-  thptrace_event e{};
-  e.type = EV_FORK;
-  e.tgid = kParent;
-  e.child_pid = child;
-  e.ts_ns = ts;
-  e.value = reason;
-  return e;
-}
 
 thptrace_event fork_ret(uint32_t child, uint64_t start, uint64_t end) {
   thptrace_event e{};
@@ -30,27 +23,6 @@ thptrace_event fork_ret(uint32_t child, uint64_t start, uint64_t end) {
   e.child_pid = child;
   e.start_ns = start;
   e.ts_ns = end;
-  return e;
-}
-
-thptrace_episode episode(uint32_t child, uint64_t fork_ts, uint64_t exit_ts, uint64_t cow, uint32_t reason = 0) {
-  thptrace_episode ep{};
-  ep.parent_tgid = kParent;
-  ep.child_pid = child;
-  ep.fork_ts_ns = fork_ts;
-  ep.exit_ts_ns = exit_ts;
-  ep.cow_faults = cow;
-  ep.reason = reason;
-  return ep;
-}
-
-thptrace_event exit_ev(const thptrace_episode& ep) {
-  thptrace_event e{};
-  e.type = EV_CHILD_EXIT;
-  e.tgid = kParent;
-  e.child_pid = ep.child_pid;
-  e.ts_ns = ep.exit_ts_ns;
-  e.episode = ep;
   return e;
 }
 

@@ -3,6 +3,7 @@
 // usage sampled, the copies the forks made, and the finding when usage came within 20% of the limit.
 #include <gtest/gtest.h>
 
+#include "events.h"
 #include "report/report.h"
 
 using namespace thptrace;
@@ -21,22 +22,8 @@ report::CaptureInputs inputs(std::optional<uint64_t> limit_mib, uint64_t peak_mi
   in.comm = "redis-server";
   in.start_ns = 0;
   in.end_ns = 5 * kS;
-  thptrace_event fork{};
-  fork.type = EV_FORK;
-  fork.tgid = 100;
-  fork.child_pid = 200;
-  fork.ts_ns = 1 * kS;
-  in.events.push_back(fork);
-  thptrace_event exit{};
-  exit.type = EV_CHILD_EXIT;
-  exit.tgid = 100;
-  exit.child_pid = 200;
-  exit.ts_ns = 3 * kS;
-  exit.episode.parent_tgid = 100;
-  exit.episode.child_pid = 200;
-  exit.episode.fork_ts_ns = 1 * kS;
-  exit.episode.exit_ts_ns = 3 * kS;
-  exit.episode.cow_faults = 25'600;
+  in.events.push_back(test::fork_ev(200, 1 * kS));
+  thptrace_event exit = test::exit_ev(test::episode(200, 1 * kS, 3 * kS, 25'600));
   in.events.push_back(exit);
   for (uint64_t i = 0; i <= 10; i++) {
     proc::Sample s;

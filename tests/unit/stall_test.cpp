@@ -4,6 +4,7 @@
 // compaction and reclaim; per fork and added up, in the JSON and the text report.
 #include <gtest/gtest.h>
 
+#include "events.h"
 #include "report/report.h"
 
 using namespace thptrace;
@@ -22,23 +23,9 @@ report::CaptureInputs inputs(tracer::Mode cow_mode, uint64_t fault_ns, std::opti
   in.end_ns = 5 * kS;
   in.probes.cow_fault.mode = cow_mode;
   in.copy_cost_ns = copy_cost_ns;
-  thptrace_event fork{};
-  fork.type = EV_FORK;
-  fork.tgid = 100;
-  fork.child_pid = 200;
-  fork.ts_ns = 1 * kS;
-  in.events.push_back(fork);
-  thptrace_event exit{};
-  exit.type = EV_CHILD_EXIT;
-  exit.tgid = 100;
-  exit.child_pid = 200;
-  exit.ts_ns = 3 * kS;
-  exit.episode.parent_tgid = 100;
-  exit.episode.child_pid = 200;
-  exit.episode.fork_ts_ns = 1 * kS;
-  exit.episode.exit_ts_ns = 3 * kS;
+  in.events.push_back(test::fork_ev(200, 1 * kS));
+  thptrace_event exit = test::exit_ev(test::episode(200, 1 * kS, 3 * kS, 1'000));
   exit.episode.libc_fork_ns = 2'000'000;
-  exit.episode.cow_faults = 1'000;
   exit.episode.compaction_stalls = 1;
   exit.episode.compaction_ns = 3'000'000;
   if (fault_ns) {

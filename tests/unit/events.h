@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Kernel records as the unit tests build them: a fork of the parent, an episode, the child's exit
+// carrying it. Plain values, in the units the kernel writes (ns).
+
+#include <cstdint>
+
+#include "tracer/abi.h"
+
+namespace thptrace::test {
+
+inline constexpr uint32_t kParent = 100;
+
+inline thptrace_event fork_ev(uint32_t child, uint64_t ts, uint32_t reason = 0, uint32_t parent = kParent) {
+  thptrace_event e{};
+  e.type = EV_FORK;
+  e.tgid = parent;
+  e.child_pid = child;
+  e.ts_ns = ts;
+  e.value = reason;
+  return e;
+}
+
+inline thptrace_episode episode(uint32_t child, uint64_t fork_ts, uint64_t exit_ts, uint64_t cow, uint32_t reason = 0,
+                                uint32_t parent = kParent) {
+  thptrace_episode ep{};
+  ep.parent_tgid = parent;
+  ep.child_pid = child;
+  ep.fork_ts_ns = fork_ts;
+  ep.exit_ts_ns = exit_ts;
+  ep.cow_faults = cow;
+  ep.reason = reason;
+  return ep;
+}
+
+// The child's exit, closing `ep` (its parent is the event's tgid).
+inline thptrace_event exit_ev(const thptrace_episode& ep) {
+  thptrace_event e{};
+  e.type = EV_CHILD_EXIT;
+  e.tgid = ep.parent_tgid;
+  e.child_pid = ep.child_pid;
+  e.ts_ns = ep.exit_ts_ns;
+  e.episode = ep;
+  return e;
+}
+
+}  // namespace thptrace::test
