@@ -62,12 +62,8 @@ std::string replay_daemon(const std::string& name) {
     if (step.contains("probes")) {
       tracer::AttachModes modes;
       const auto& p = step["probes"];
-      modes.fork = report::choice_from(p["fork"]);
-      modes.cow_fault = report::choice_from(p["cow_fault"]);
-      modes.thp = report::choice_from(p["thp"]);
-      modes.stall = report::choice_from(p["stall"]);
-      modes.redis = report::choice_from(p["redis"]);
-      if (p.contains("kernel_copies")) modes.kernel_copies = report::choice_from(p["kernel_copies"]);
+      for (const auto& f : tracer::kFamilies)
+        if (p.contains(f.name)) modes.at(f.family) = report::choice_from(p[f.name]);
       exporter = std::make_unique<daemon::Exporter>(metrics, modes);
       continue;
     }

@@ -144,6 +144,12 @@ void Exporter::on_readings(const Readings& h) {
   last_dropped_ = h.dropped;
 }
 
+void Exporter::forget_gone(const std::function<bool(uint32_t)>& alive) {
+  for (auto& [id, t] : targets_)
+    for (const uint32_t child : t.correlator.open_children())
+      if (!alive(child)) forget(id, child);
+}
+
 void Exporter::forget(TargetId id, uint32_t child_pid) {
   Target& t = targets_.at(id);
   record({{"forget", t.label}, {"child_pid", child_pid}});

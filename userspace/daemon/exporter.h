@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -64,9 +65,11 @@ class Exporter {
   // The latency probe's requests since the last call: each observed in the fork phase when a fork
   // child of the target lived when its reply came (from the clone's entry to the child's exit).
   void on_probe_samples(TargetId t, const std::vector<redis::ProbeSample>& samples);
-  // Forks of the target whose child has not been seen exiting; forget() lets go of one whose child
-  // is gone (the daemon checks /proc), so it pins no history and no fork stays in progress.
+  // Forks of the target whose child has not been seen exiting.
   std::vector<uint32_t> open_children(TargetId t) const { return targets_.at(t).correlator.open_children(); }
+  // Lets go of every open fork, of every target, whose child `alive` says is gone (the daemon asks
+  // /proc), so that it pins no history and no fork stays in progress. Each is recorded as a forget.
+  void forget_gone(const std::function<bool(uint32_t child_pid)>& alive);
   void forget(TargetId t, uint32_t child_pid);
   // Exports the episodes whose facts are all known by now_ns.
   void export_settled(uint64_t now_ns);

@@ -71,9 +71,7 @@ void Daemon::reap_kernel_maps() {
   // gone had its exit record taken already, if it ever had one (one exiting between the drain and
   // the check still comes: its record alone makes the episode).
   tracer_->poll(0, [this](const thptrace_event& e) { on_event(e); });
-  for (auto& t : targets_)
-    for (const uint32_t child : exporter_->open_children(t->id))
-      if (!proc::process_exists(static_cast<pid_t>(child))) exporter_->forget(t->id, child);
+  exporter_->forget_gone([](uint32_t child) { return proc::process_exists(static_cast<pid_t>(child)); });
 
   for (auto& t : targets_)
     if (t->pid && t->untraced && proc::process_exists(t->pid)) trace_pid(*t);

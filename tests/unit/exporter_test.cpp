@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+// The daemon's Exporter takes every input one way: a fork reaped from the kernel map with its exit
+// record lost closes as the record would have, and forks whose child is gone are forgotten from the
+// liveness the daemon reads, not from questions asked back.
+#include <gtest/gtest.h>
+
+#include "daemon/exporter.h"
+#include "daemon/metrics.h"
+#include "events.h"
+
+using namespace thptrace;
+
+namespace {
+
+constexpr uint64_t kS = 1'000'000'000;
+
+struct Fixture {
+  daemon::Metrics metrics;
+  daemon::Exporter exporter{metrics, tracer::AttachModes{}};
+  daemon::Exporter::TargetId id = exporter.add_target("127.0.0.1:6379", false);
+  Fixture() { exporter.follow(id, static_cast<pid_t>(test::kParent)); }
+};
+
+}  // namespace
+
+TEST(Exporter, ALostExitRecordClosesTheForkAsTheRecordWould) {
+  Fixture f;
+  f.exporter.on_event(f.id, test::fork_ev(200, 1 * kS));
+  EXPECT_EQ(f.exporter.open_children(f.id), std::vector<uint32_t>{200});
+  f.exporter.on_lost_exit(f.id, test::episode(200, 1 * kS, 2 * kS, 512));
+  EXPECT_TRUE(f.exporter.open_children(f.id).empty());
+  f.exporter.export_settled(10 * kS);
+  EXPECT_NE(f.metrics.exposition().find("thptrace_forks_total{"), std::string::npos);
+}
+
+TEST(Exporter, ForksWhoseChildIsGoneAreForgottenAndTheLiveOnesKept) {
+  Fixture f;
+  f.exporter.on_event(f.id, test::fork_ev(200, 1 * kS));
+  f.exporter.on_event(f.id, test::fork_ev(201, 2 * kS));
+  f.exporter.forget_gone([](uint32_t child) { return child == 201; });
+  EXPECT_EQ(f.exporter.open_children(f.id), std::vector<uint32_t>{201});
+  f.exporter.forget_gone([](uint32_t) { return true; });
+  EXPECT_EQ(f.exporter.open_children(f.id), std::vector<uint32_t>{201});
+}
