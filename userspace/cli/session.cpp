@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <set>
 #include <vector>
 
 #include "cli/copy_cost.h"
@@ -19,6 +18,7 @@
 #include "common/log.h"
 #include "common/signals.h"
 #include "common/text.h"
+#include "correlate/correlator.h"
 #include "proc/resolve.h"
 #include "redis/locate.h"
 #include "thptrace/version.h"
@@ -197,22 +197,26 @@ report::CaptureInputs CaptureSession::run() {
              duration_s_ ? fmt::format(" for {:.0f} s", *duration_s_) : std::string());
   const auto pid = static_cast<uint32_t>(inputs_.pid);
   bool target_exited = false;
-  std::set<uint32_t> children;  // the target's fork children alive, as the kernel reported them
+  // Whether a fork child of the target lives: the correlator's open children, as the daemon reads
+  // them. The report's own correlator replays the recorded events at the end (report::assemble);
+  // this one only keeps the pace, and lets each fork go once it has settled.
+  correlate::Correlator pace(
+      pid, {.kernel_splits = false, .redis_polled = false, .repl_diskless_sync = {}, .bounded_history = true});
+  const auto busy = [&pace] { return !pace.open_children().empty(); };
   const auto on_event = [&](const thptrace_event& e) {
     inputs_.events.push_back(e);
+    pace.on_event(e);
     if (e.tgid != pid) return;
     target_exited = target_exited || e.type == EV_TARGET_EXIT;
     // The mappings the fork's copies will fall in.
     if (e.type == EV_FORK && resolver_) resolver_->refresh();
     if (e.type != EV_FORK && e.type != EV_CHILD_EXIT && e.type != EV_TARGET_EXIT) return;
-    if (e.type == EV_FORK) children.insert(e.child_pid);
-    if (e.type == EV_CHILD_EXIT) children.erase(e.child_pid);
     // Rounds go slowly while no fork is in progress: a fork and a child's exit each get a poll and a
     // sample at once (the reason of a fork without uprobes is read from the polls around it), and
     // they go fast while a child lives.
-    const bool busy = e.type != EV_TARGET_EXIT && !children.empty();
-    sampler_->wake(busy);
-    if (watcher_) watcher_->wake(busy);
+    const bool fast = e.type != EV_TARGET_EXIT && busy();
+    sampler_->wake(fast);
+    if (watcher_) watcher_->wake(fast);
   };
   // Resolved while the process lives: its maps and its files are gone once it exits.
   const auto resolve_samples = [&] {
@@ -241,7 +245,7 @@ report::CaptureInputs CaptureSession::run() {
   // still has its mappings.
   const auto poll_ms = [&] {
     uint64_t ms = read_counters_ ? report::kCounterIntervalNs / 1'000'000
-                                 : static_cast<uint64_t>(resolver_ && !children.empty() ? 100 : idle_poll_ms_);
+                                 : static_cast<uint64_t>(resolver_ && busy() ? 100 : idle_poll_ms_);
     const uint64_t now = proc::monotonic_ns();
     if (deadline != UINT64_MAX) ms = std::min(ms, deadline > now ? (deadline - now) / 1'000'000 + 1 : 0);
     return static_cast<int>(ms);
@@ -249,6 +253,7 @@ report::CaptureInputs CaptureSession::run() {
   while (!stop_requested() && proc::monotonic_ns() < deadline && !target_exited) {
     read_counters();
     const int n = tracer_->poll(poll_ms(), on_event);
+    pace.take_settled(proc::monotonic_ns());
     resolve_samples();
     if (n < 0 && n != -EINTR) {
       log::warn("ring buffer poll failed: {}", std::strerror(-n));
