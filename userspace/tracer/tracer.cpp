@@ -26,8 +26,9 @@ CounterShape counter_shape(const TracerOptions& options) {
 void Tracer::RingDeleter::operator()(ring_buffer* r) const { ring_buffer__free(r); }
 
 Tracer::Tracer(const AttachModes& requested, const TracerOptions& options)
-    : loaded_(load_object(requested, options, counter_shape(options))),
-      counters_(loaded_.skel.get(), counter_shape(options)),
+    : shape_(counter_shape(options)),
+      loaded_(load_object(requested, options, shape_)),
+      counters_(loaded_.skel.get(), shape_),
       links_(loaded_.skel.get(), loaded_.modes.redis.mode, loaded_.huge_alloc_prog),
       sample_every_(options.sample_every) {
   ring_.reset(ring_buffer__new(bpf_map__fd(loaded_.skel->maps.events), &Tracer::on_ring_record, this, nullptr));

@@ -145,6 +145,7 @@ class Tracer {
 
   // Members are destroyed in reverse order: the links first, then the rings and counters, then the
   // object.
+  CounterShape shape_;  // the per-CPU counters' shape, which the object and the counters share
   LoadedObject loaded_;
   KernelCounters counters_;
   std::unique_ptr<ring_buffer, RingDeleter> ring_;
