@@ -12,21 +12,8 @@ using thptrace::redis::Snapshot;
 using thptrace::test::episode;
 using thptrace::test::exit_ev;
 using thptrace::test::fork_ev;
+using thptrace::test::fork_ret;
 using thptrace::test::kParent;
-
-namespace {
-
-thptrace_event fork_ret(uint32_t child, uint64_t start, uint64_t end) {
-  thptrace_event e{};
-  e.type = EV_FORK_RETURN;
-  e.tgid = kParent;
-  e.child_pid = child;
-  e.start_ns = start;
-  e.ts_ns = end;
-  return e;
-}
-
-}  // namespace
 
 TEST(Correlator, OneForkFromStartToExit) {
   Correlator c(kParent, {.kernel_splits = true});

@@ -21,6 +21,17 @@ inline thptrace_event fork_ev(uint32_t child, uint64_t ts, uint32_t reason = 0, 
   return e;
 }
 
+// The clone's return in the parent, its entry at `start`.
+inline thptrace_event fork_ret(uint32_t child, uint64_t start, uint64_t end, uint32_t parent = kParent) {
+  thptrace_event e{};
+  e.type = EV_FORK_RETURN;
+  e.tgid = parent;
+  e.child_pid = child;
+  e.start_ns = start;
+  e.ts_ns = end;
+  return e;
+}
+
 inline thptrace_episode episode(uint32_t child, uint64_t fork_ts, uint64_t exit_ts, uint64_t cow, uint32_t reason = 0,
                                 uint32_t parent = kParent) {
   thptrace_episode ep{};
