@@ -10,8 +10,9 @@ keys=${THPTRACE_DEMO_KEYS:-500000}
 port=${THPTRACE_DEMO_PORT:-16379}
 replica_port=$((port + 1))
 
-bash "$root/scripts/install-deps.sh"
-bash "$root/scripts/build.sh"
+# Only what the demo runs: the build group and redis-server; the thptrace binary, no test suites.
+bash "$root/scripts/install-deps.sh" build run
+THPTRACE_BUILD_TARGETS=thptrace bash "$root/scripts/build.sh" -DTHPTRACE_BUILD_TESTS=OFF
 
 work=$(mktemp -d /tmp/thptrace-demo.XXXXXX)
 pids=()

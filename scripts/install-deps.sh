@@ -1,24 +1,32 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Installs every build, test and run-time dependency of thptrace from Debian 12 packages.
-# This script is the only place dependencies are named; .ci/run and the README call it.
+# Installs thptrace's dependencies from Debian 12 packages. This script is the only place dependencies
+# are named; .ci/run, the README and the demo call it. Its one list is in three groups, and the
+# arguments name the groups to install (default: all):
+#   build  what compiles thptrace itself (the binaries and BPF objects, no tests)
+#   run    what the demo runs beside it (a local redis-server and its tools)
+#   test   what the test command adds: test libraries, the kernel matrix, containers, Prometheus,
+#          Chromium, fuzzing, lint and the benchmarks' peers
 set -euo pipefail
 
+usage="usage: install-deps.sh [build] [run] [test]"
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps.sh: run as root (it calls apt-get)." >&2
   exit 1
 fi
 
-packages=(
-  # build
+build=(
   build-essential cmake pkg-config clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev
   libdw-dev  # elfutils: symbolizing the call stacks of sampled copies (userspace/symbolize)
-  # libraries
   libhiredis-dev libssl-dev prometheus-cpp-dev libboost-program-options-dev nlohmann-json3-dev libfmt-dev
-  libgtest-dev libgmock-dev
   libyaml-cpp-dev  # the daemon's --web.config.file (userspace/daemon/web_config.cpp); bcrypt is libcrypt's
-  # runtime peers used by the demo and the tests
-  redis-server redis-tools procps openssl  # openssl: the TLS tests make their CA and certificates
+)
+run=(
+  redis-server redis-tools procps
+)
+test=(
+  libgtest-dev libgmock-dev
+  openssl  # the TLS tests make their CA and certificates
   qemu-system-x86 busybox-static cpio kmod  # kernel matrix (tests/vm/guest.sh)
   # Valkey 8.0.1 and Redis 8.0.2 (tests/servers/fetch.sh: fetched with a private apt configuration into
   # /var/cache/thptrace-servers, not installed): the libraries the extracted valkey binaries link, and
@@ -35,6 +43,21 @@ packages=(
   chromium libpng-dev  # the --svg timeline rendered by a real browser and its pixels read (timeline_test.cpp)
 )
 
+groups=("$@")
+[ ${#groups[@]} -gt 0 ] || groups=(build run test)
+packages=()
+for g in "${groups[@]}"; do
+  case "$g" in
+    build) packages+=("${build[@]}") ;;
+    run) packages+=("${run[@]}") ;;
+    test) packages+=("${test[@]}") ;;
+    *)
+      echo "install-deps.sh: unknown group '$g'; $usage" >&2
+      exit 2
+      ;;
+  esac
+done
+
 export DEBIAN_FRONTEND=noninteractive
 missing=()
 for p in "${packages[@]}"; do
@@ -44,4 +67,3 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-

@@ -10,7 +10,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${THPTRACE_BUILD_DIR:-$root/build}
 bash "$root/scripts/install-deps.sh"
-bash "$root/scripts/build.sh"
+bash "$root/scripts/build.sh" -DTHPTRACE_BUILD_TESTS=ON
 # Formatting, clang-tidy and comment style of what the last change touched (scripts/lint.sh).
 THPTRACE_BUILD_DIR=$build bash "$root/scripts/lint.sh"
 (cd "$build" && ctest --output-on-failure --timeout 1800)
