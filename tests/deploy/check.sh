@@ -116,7 +116,8 @@ check "deploy/thptrace.conf has every documented key" config_ok
 contract_ok() {
   "$py" - "$rules" "$dashboard" <<'EOF'
 import re, sys
-counters = """forks_total cow_faults_total child_cow_faults_total thp_splits_total thp_collapses_total
+counters = """forks_total cow_faults_total child_cow_faults_total copies_total copied_bytes_total
+reuse_faults_total thp_splits_total thp_collapses_total
 events_dropped_total redis_forks_total redis_sync_full_total untracked_forks_total
 target_watch_failures_total episodes_reaped_total bpf_program_run_count_total
 bpf_program_run_time_seconds_total replica_syncs_total full_sync_loop_repeats_total""".split()

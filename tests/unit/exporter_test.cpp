@@ -42,3 +42,43 @@ TEST(Exporter, ForksWhoseChildIsGoneAreForgottenAndTheLiveOnesKept) {
   f.exporter.forget_gone([](uint32_t) { return true; });
   EXPECT_EQ(f.exporter.open_children(f.id), std::vector<uint32_t>{201});
 }
+
+namespace {
+
+daemon::Exporter::Readings counters_at(daemon::Exporter::TargetId id, uint64_t now, uint64_t cow_faults) {
+  daemon::Exporter::Readings r;
+  r.now_ns = now;
+  thptrace_target k{};
+  k.cow_faults = cow_faults;
+  r.targets.push_back({id, k, {}});
+  return r;
+}
+
+double series(const std::string& exposition, const std::string& name) {
+  const auto at = exposition.find("\n" + name + "{");
+  if (at == std::string::npos) return -1;
+  const auto value = exposition.find("} ", at);
+  return std::stod(exposition.substr(value + 2));
+}
+
+}  // namespace
+
+TEST(Exporter, CopiesAreTheForksFaultsAndTheRestIsReuseCountedOnlyWhenNoForkIsOpen) {
+  Fixture f;
+  f.exporter.on_readings(counters_at(f.id, 1 * kS, 100));  // before any fork: reuse
+  f.exporter.on_event(f.id, test::fork_ev(200, 2 * kS));
+  f.exporter.on_readings(counters_at(f.id, 3 * kS, 600));  // the child lives: nothing is reuse yet
+  const auto ep = test::episode(200, 2 * kS, 4 * kS, 512);
+  f.exporter.on_event(f.id, test::exit_ev(ep));
+  f.exporter.on_readings(counters_at(f.id, 5 * kS, 650));  // exited, not yet exported
+  std::string m = f.metrics.exposition();
+  EXPECT_EQ(series(m, "thptrace_reuse_faults_total"), 100);
+  EXPECT_EQ(series(m, "thptrace_copies_total"), 0);
+  f.exporter.export_settled(20 * kS);
+  f.exporter.on_readings(counters_at(f.id, 21 * kS, 700));
+  m = f.metrics.exposition();
+  EXPECT_EQ(series(m, "thptrace_cow_faults_total"), 700);
+  EXPECT_EQ(series(m, "thptrace_copies_total"), 512);
+  EXPECT_EQ(series(m, "thptrace_copied_bytes_total"), 512.0 * 4096);
+  EXPECT_EQ(series(m, "thptrace_reuse_faults_total"), 700 - 512);
+}

@@ -3,6 +3,11 @@
 // behind, of any family, and the other targets' stay as they were.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
 #include "correlate/episode.h"
 #include "daemon/exporter.h"
 #include "daemon/metrics.h"
@@ -75,4 +80,36 @@ TEST(MetricsTargets, ExporterForgetsARemovedTarget) {
   // Ids are not given again: a stale one cannot reach a new target.
   EXPECT_NE(x.add_target("a:1", true), a);
   EXPECT_NE(m.exposition().find("target=\"a:1\""), std::string::npos);
+}
+
+// docs/reference/metrics.md is the contract: every family the daemon exports is in its tables with
+// the same type, and every family its tables name is one the daemon exports.
+TEST(MetricsTargets, EveryFamilyIsDocumentedWithItsType) {
+  Metrics m;
+  fill(m, "127.0.0.1:7001");
+  m.observe_client_latency("127.0.0.1:7001", true, 0.001);
+  m.set_probe_modes(thptrace::tracer::AttachModes{});
+  m.set_thp_mode("madvise", "madvise");
+  m.set_map_entries("targets", 1, 64);
+  m.add_program_cost("fork_btf", 1, 100);
+  std::map<std::string, std::string> exported;
+  std::istringstream lines(m.exposition());
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch g;
+    if (std::regex_match(line, g, std::regex(R"(# TYPE (\w+) (\w+))"))) exported[g[1]] = g[2];
+  }
+  std::ifstream doc(THPTRACE_TEST_DATA "/../../../docs/reference/metrics.md");
+  ASSERT_TRUE(doc) << "docs/reference/metrics.md";
+  std::map<std::string, std::string> documented;
+  for (std::string line; std::getline(doc, line);) {
+    std::smatch g;
+    if (std::regex_search(line, g, std::regex(R"(^\| `(thptrace_\w+)` \| (counter|gauge|histogram) \|)")))
+      documented[g[1]] = g[2];
+  }
+  for (const auto& [name, type] : exported) {
+    ASSERT_TRUE(documented.count(name)) << name << " is exported but not in docs/reference/metrics.md";
+    EXPECT_EQ(documented[name], type) << name;
+  }
+  for (const auto& [name, type] : documented)
+    EXPECT_TRUE(exported.count(name)) << name << " is documented, not exported";
 }

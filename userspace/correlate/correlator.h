@@ -72,6 +72,8 @@ class Correlator {
   // included, without a lifetime) or when the daemon stops (exited children only).
   std::vector<ForkEpisode> take_remaining(bool include_alive);
 
+  // Episodes not yet taken (children alive, or exited and not yet settled).
+  size_t untaken() const { return episodes_.size(); }
   // Forks seen starting whose child has not been seen exiting, by child pid.
   std::vector<uint32_t> open_children() const;
   // Lets go of an open fork whose child is gone without an exit record (it died before the exit

@@ -50,7 +50,8 @@ void Exporter::follow(TargetId id, pid_t pid) {
   Target& t = targets_.at(id);
   record({{"follow", t.label}, {"pid", pid}});
   t.correlator.retarget(static_cast<uint32_t>(pid));
-  t.last = {};
+  t.last = {};  // a new process's counters start at zero
+  t.copies = t.reuse = 0;
 }
 
 void Exporter::on_event(TargetId id, const thptrace_event& e) {
@@ -127,6 +128,13 @@ void Exporter::on_readings(const Readings& h) {
       metrics_.add_thp(t.label, splits, k->thp_collapses - t.last.thp_collapses);
       metrics_.add_untracked_forks(t.label, k->untracked_forks - t.last.untracked_forks);
       t.last = *k;
+      // With every fork exported, the faults that are not its copies are reuse: pages written after
+      // the child's exit (or before any fork) that the kernel took over without copying. Counted only
+      // then, so a fork's copies are never reuse while it lives.
+      if (t.correlator.untaken() == 0 && k->cow_faults > t.copies + t.reuse) {
+        metrics_.add_reuse_faults(t.label, k->cow_faults - t.copies - t.reuse);
+        t.reuse = k->cow_faults - t.copies;
+      }
     }
     if (r.sample.target_alive) {
       metrics_.set_memory(t.label, r.sample.rss_kb * 1024, r.sample.anon_huge_pages_kb * 1024, r.sample.thp_enabled);
@@ -179,6 +187,7 @@ void Exporter::on_probe_samples(TargetId id, const std::vector<redis::ProbeSampl
 
 void Exporter::export_episode(Target& t, const correlate::ForkEpisode& e) {
   metrics_.on_episode(t.label, e);
+  t.copies += e.cow_faults;
   if (!kernel_splits_) metrics_.add_thp(t.label, e.thp_splits, 0);
 }
 

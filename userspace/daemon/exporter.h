@@ -81,6 +81,9 @@ class Exporter {
     std::string label;
     correlate::Correlator correlator;
     thptrace_target last{};  // kernel counters already exported
+    // Copies of the forks exported so far, and the faults counted as reuse: the kernel's total is
+    // their sum whenever no episode is open (see on_readings).
+    uint64_t copies = 0, reuse = 0;
     // The last full sync of each replica, by address, with when: a later one is a repeat.
     std::map<std::string, uint64_t> dropped_at{};
     // The recent forks' windows, by child: from the clone's entry (its fork's timestamp until the

@@ -30,6 +30,8 @@ const Histogram::BucketBoundaries kStallSeconds = {0.00001, 0.0001, 0.001, 0.01,
 // the THP study counts a request over as a timeout.
 const Histogram::BucketBoundaries kClientSeconds = {
     0.000025, 0.00005, 0.0001, 0.0002, 0.0003, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5};
+// A copy is one base page, as in the report: x86_64, the only architecture thptrace builds for.
+constexpr double kPageBytes = 4096;
 Histogram::BucketBoundaries cow_fault_buckets() {
   Histogram::BucketBoundaries b;
   for (double v = 1; v <= std::pow(4.0, 12); v *= 4) b.push_back(v);
@@ -102,8 +104,9 @@ std::vector<prometheus::MetricFamily> RedisMirror::Collect() const {
                      MetricType::Counter, {}};
   MetricFamily latency{"thptrace_redis_command_latency_seconds",
                        "Redis's server-side command latency (LATENCY HISTOGRAM summed over commands; power-of-two "
-                       "microsecond buckets; _sum is estimated from the buckets).",
-                       MetricType::Histogram, {}};
+                       "microsecond buckets; _sum is NaN: Redis gives no sum).",
+                       MetricType::Histogram,
+                       {}};
   MetricFamily failures{"thptrace_redis_poll_failures_total",
                         "Polls of Redis that failed (connect, AUTH, INFO refused or unanswered); each makes the next "
                         "wait longer, up to 30 s.",
@@ -127,19 +130,15 @@ std::vector<prometheus::MetricFamily> RedisMirror::Collect() const {
     if (!s.latency) continue;
     ClientMetric h;
     h.label = {target_label(target)};
-    double sum = 0;
-    uint64_t below = 0;
     for (size_t i = 0; i < redis::LatencyHistogram::kBuckets; ++i) {
       const double upper = std::ldexp(1.0, static_cast<int>(i)) / 1e6;
-      const uint64_t cum = s.latency->cumulative[i];
-      // Every call in bucket i took between 2^(i-1) and 2^i µs: count it at three quarters of the bound.
-      sum += static_cast<double>(cum - below) * upper * 0.75;
-      below = cum;
-      h.histogram.bucket.push_back({cum, upper});
+      h.histogram.bucket.push_back({s.latency->cumulative[i], upper});
     }
     h.histogram.bucket.push_back({s.latency->total(), std::numeric_limits<double>::infinity()});
     h.histogram.sample_count = s.latency->total();
-    h.histogram.sample_sum = sum;
+    // LATENCY HISTOGRAM has counts only: a sum made up from the buckets would make every sum/count
+    // average an invention, so it is NaN and the quantiles come from the buckets.
+    h.histogram.sample_sum = std::numeric_limits<double>::quiet_NaN();
     latency.metric.push_back(h);
   }
   return {forks, syncs, latency, failures};
@@ -184,12 +183,27 @@ Metrics::Metrics()
               .Register(*registry_)),
       cow_faults_(BuildCounter()
                       .Name("thptrace_cow_faults_total")
-                      .Help("Write faults on present pages taken by the watched process.")
+                      .Help("Write faults on present pages taken by the watched process: copies while a fork "
+                            "child lives and reuse of pages no longer shared alike.")
                       .Register(*registry_)),
       child_cow_faults_(BuildCounter()
                             .Name("thptrace_child_cow_faults_total")
                             .Help("Write faults on present pages taken by the watched process's fork children.")
                             .Register(*registry_)),
+      copies_(BuildCounter()
+                  .Name("thptrace_copies_total")
+                  .Help("Pages the watched process copied on write while a fork child of it lived, added when the "
+                        "fork's child has exited.")
+                  .Register(*registry_)),
+      copied_bytes_(BuildCounter()
+                        .Name("thptrace_copied_bytes_total")
+                        .Help("Bytes those copies took: copies times the base page size.")
+                        .Register(*registry_)),
+      reuse_faults_(BuildCounter()
+                        .Name("thptrace_reuse_faults_total")
+                        .Help("Write faults on present pages while no fork child of the watched process lived: pages "
+                              "no longer shared, taken over without a copy.")
+                        .Register(*registry_)),
       thp_splits_(BuildCounter()
                       .Name("thptrace_thp_splits_total")
                       .Help("Huge PMDs split by copy-on-write in the watched process (fentry mode) or system-wide "
@@ -343,6 +357,9 @@ void Metrics::add_target(const std::string& t) {
   sync_loop_repeats_.Add({{"target", t}});
   cow_faults_.Add({{"target", t}});
   child_cow_faults_.Add({{"target", t}});
+  copies_.Add({{"target", t}});
+  copied_bytes_.Add({{"target", t}});
+  reuse_faults_.Add({{"target", t}});
   thp_splits_.Add({{"target", t}});
   thp_collapses_.Add({{"target", t}});
   in_progress_.Add({{"target", t}});
@@ -353,8 +370,8 @@ void Metrics::add_target(const std::string& t) {
 
 void Metrics::remove_target(const std::string& t) {
   const Histogram::BucketBoundaries none;
-  for (auto* f : {&forks_, &replica_syncs_, &sync_loop_repeats_, &cow_faults_, &child_cow_faults_, &thp_splits_,
-                  &thp_collapses_, &untracked_forks_})
+  for (auto* f : {&forks_, &replica_syncs_, &sync_loop_repeats_, &cow_faults_, &child_cow_faults_, &copies_,
+                  &copied_bytes_, &reuse_faults_, &thp_splits_, &thp_collapses_, &untracked_forks_})
     remove_series_of(*f, t);
   for (auto* f : {&fork_duration_, &child_lifetime_, &fork_cow_faults_, &fork_replicas_, &replica_sync_, &stall_,
                   &client_latency_})
@@ -392,6 +409,8 @@ void Metrics::on_episode(const std::string& t, const correlate::ForkEpisode& e) 
   if (e.fork_duration_us) fork_duration_.Add(l, kForkSeconds).Observe(*e.fork_duration_us / 1e6);
   if (e.child_lifetime_ms) child_lifetime_.Add(l, kLifetimeSeconds).Observe(*e.child_lifetime_ms / 1e3);
   fork_cow_faults_.Add(l, cow_fault_buckets()).Observe(static_cast<double>(e.cow_faults));
+  copies_.Add({{"target", t}}).Increment(static_cast<double>(e.cow_faults));
+  copied_bytes_.Add({{"target", t}}).Increment(static_cast<double>(e.cow_faults) * kPageBytes);
   if (e.reason == correlate::Reason::full_sync_disk || e.reason == correlate::Reason::full_sync_diskless ||
       e.reason == correlate::Reason::full_sync_rdb_channel || !e.replicas.empty())
     fork_replicas_.Add({{"target", t}}, kReplicas).Observe(static_cast<double>(e.replicas.size()));
@@ -418,6 +437,10 @@ void Metrics::on_stall(const std::string& t, bool compaction, double seconds) {
 void Metrics::add_cow_faults(const std::string& t, uint64_t parent, uint64_t child) {
   cow_faults_.Add({{"target", t}}).Increment(static_cast<double>(parent));
   child_cow_faults_.Add({{"target", t}}).Increment(static_cast<double>(child));
+}
+
+void Metrics::add_reuse_faults(const std::string& t, uint64_t n) {
+  reuse_faults_.Add({{"target", t}}).Increment(static_cast<double>(n));
 }
 
 void Metrics::add_thp(const std::string& t, uint64_t splits, uint64_t collapses) {

@@ -63,6 +63,9 @@ class Metrics {
   // before online shortly before (the full-sync loop went round once more).
   void on_replica_sync(const std::string& target, const correlate::ReplicaSync& s, bool repeat);
   void add_cow_faults(const std::string& target, uint64_t parent, uint64_t child);
+  // Write faults on present pages while none of the target's fork children lived: pages no longer
+  // shared, taken over without a copy.
+  void add_reuse_faults(const std::string& target, uint64_t n);
   void add_thp(const std::string& target, uint64_t splits, uint64_t collapses);
   void add_dropped(uint64_t n);
   void set_memory(const std::string& target, uint64_t rss_bytes, uint64_t anon_huge_bytes, std::optional<bool> thp_enabled);
@@ -98,6 +101,9 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& sync_loop_repeats_;
   prometheus::Family<prometheus::Counter>& cow_faults_;
   prometheus::Family<prometheus::Counter>& child_cow_faults_;
+  prometheus::Family<prometheus::Counter>& copies_;
+  prometheus::Family<prometheus::Counter>& copied_bytes_;
+  prometheus::Family<prometheus::Counter>& reuse_faults_;
   prometheus::Family<prometheus::Counter>& thp_splits_;
   prometheus::Family<prometheus::Counter>& thp_collapses_;
   prometheus::Family<prometheus::Histogram>& stall_;

@@ -40,8 +40,6 @@ std::vector<correlate::CopyGroup> groups_from(const nlohmann::json& j, const cha
 
 }  // namespace
 
-std::string estimate_text(uint64_t estimated, uint64_t error) { return fmt::format("~{} ± {}", estimated, error); }
-
 ordered_json copies_json(const correlate::CopyAttribution& a) {
   return {{"sample_every", a.sample_every},
           {"samples", a.samples},
@@ -71,9 +69,9 @@ correlate::CopyAttribution copies_from(const nlohmann::json& j) {
 std::vector<std::string> copies_lines(const correlate::CopyAttribution& a) {
   std::vector<std::string> out;
   const std::string indent = "           ";
+  // The count is exact on the fork's line; the samples give the shares.
   out.push_back(fmt::format(
-      "{}copies: {} pages estimated from {} samples (1 in {}; 95% interval){}", indent,
-      estimate_text(a.estimated, a.estimated_error), a.samples, a.sample_every,
+      "{}copies by code path, from {} samples (1 in {} at random){}", indent, a.samples, a.sample_every,
       a.copy_ratio ? fmt::format("; copied {:.1f}% of the RSS at fork", *a.copy_ratio * 100) : std::string()));
   for (const auto& p : a.paths) out.push_back(fmt::format("{}  {:5.1f}%  {}", indent, p.share * 100, p.name));
   if (!a.mappings.empty()) {

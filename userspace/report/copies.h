@@ -16,7 +16,5 @@ nlohmann::ordered_json copies_json(const correlate::CopyAttribution& a);
 // Throws nlohmann::json::exception when a key is missing or has another type.
 correlate::CopyAttribution copies_from(const nlohmann::json& j);
 std::vector<std::string> copies_lines(const correlate::CopyAttribution& a);
-// "~32768 ± 1450" style: an estimate and its 95% interval.
-std::string estimate_text(uint64_t estimated, uint64_t error);
 
 }  // namespace thptrace::report

@@ -95,22 +95,22 @@ void copy_findings(const Report& r, std::vector<Draft>& f) {
     const auto* top = e.copies->dominant_path();
     if (!top) continue;
     const auto& m = e.copies->mappings.front();
-    f.push_back({3,
-                 fmt::format("In the {} fork window (child {}), {:.0f}% of the sampled copies came from {} "
-                             "({} pages); {:.0f}% were in {} memory.",
-                             correlate::reason_name(e.reason), e.child_pid, top->share * 100, top->name,
-                             estimate_text(top->estimated, top->estimated_error), m.share * 100, m.name),
-                 "dominant_copy_path",
-                 Severity::info,
-                 std::nullopt,
-                 {{"child_pid", e.child_pid}, {"path", top->name}, {"share", top->share}}});
+    f.push_back(
+        {3,
+         fmt::format("In the {} fork window (child {}), {:.0f}% of the sampled copies came from {} "
+                     "(about {} of its {} copies); {:.0f}% were in {} memory.",
+                     correlate::reason_name(e.reason), e.child_pid, top->share * 100, top->name,
+                     std::llround(top->share * static_cast<double>(e.cow_faults)), e.cow_faults, m.share * 100, m.name),
+         "dominant_copy_path",
+         Severity::info,
+         std::nullopt,
+         {{"child_pid", e.child_pid}, {"path", top->name}, {"share", top->share}}});
   }
   for (const auto* e : sampled)
     if (!e->copies->stacks_partial.empty()) {
       f.push_back({4,
-                   fmt::format("Call stacks of the sampled copies are partial: {} (build it with "
-                               "-fno-omit-frame-pointer for whole code paths); each copy is attributed to the "
-                               "function that wrote.",
+                   fmt::format("Call stacks of the sampled copies stop at the function that wrote: {}, so each "
+                               "copy is attributed to that function, not to the code that called it.",
                                e->copies->stacks_partial),
                    "partial_stacks",
                    Severity::info,

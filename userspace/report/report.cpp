@@ -399,8 +399,11 @@ ordered_json to_json(const Report& r) {
   const ForkContext context{r.start_monotonic_ns, r.client_probe.has_value()};
   for (const auto& e : r.forks) forks.push_back(fork_json(e, context));
   j["forks"] = std::move(forks);
+  const uint64_t copies = total_copies(r);
   j["totals"] = {{"forks", r.forks.size()},
                  {"cow_faults", r.totals.cow_faults},
+                 {"copies", copies},
+                 {"reuse_faults", r.totals.cow_faults > copies ? r.totals.cow_faults - copies : 0},
                  {"child_cow_faults", r.totals.child_cow_faults},
                  {"thp_splits", r.totals.thp_splits},
                  {"thp_collapses", r.totals.thp_collapses},
@@ -425,6 +428,12 @@ ordered_json to_json(const Report& r) {
                              {"evidence", x.evidence}});
   make_valid(j);
   return j;
+}
+
+uint64_t total_copies(const Report& r) {
+  uint64_t copies = 0;
+  for (const auto& f : r.forks) copies += f.cow_faults;
+  return copies;
 }
 
 std::string json_text(const Report& r) {

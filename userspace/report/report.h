@@ -182,6 +182,9 @@ std::vector<std::string> finding_texts(const Report& r);
 // when a key is missing or has another type. Every string of to_json is valid UTF-8, whatever bytes
 // the report's names hold (each ill-formed sequence is U+FFFD).
 nlohmann::ordered_json to_json(const Report& r);
+// The copies of the capture: its forks' cow_faults added up (writes while a child lived). The rest
+// of totals.cow_faults is reuse, writes after the child's exit that copy nothing.
+uint64_t total_copies(const Report& r);
 Report from_json(const nlohmann::json& j);
 // The JSON report file's content (to_json, indented, with a final newline); never throws on a value.
 std::string json_text(const Report& r);

@@ -205,11 +205,14 @@ std::string to_text(const Report& r) {
   line("");
   fork_lines(r, line);
   line("");
+  const uint64_t copies = total_copies(r);
   line(
-      fmt::format("totals: cow_faults={} child_cow_faults={} thp_splits={} thp_collapses={} compaction_stalls={} "
-                  "reclaim_stalls={} dropped_events={}",
-                  r.totals.cow_faults, r.totals.child_cow_faults, r.totals.thp_splits, r.totals.thp_collapses,
-                  r.totals.compaction_stalls, r.totals.reclaim_stalls, r.totals.dropped_events));
+      fmt::format("totals: copies={} reuse_faults={} (writes while a child lived / after, no copy) "
+                  "child_cow_faults={} thp_splits={} thp_collapses={} compaction_stalls={} reclaim_stalls={} "
+                  "dropped_events={}",
+                  copies, r.totals.cow_faults > copies ? r.totals.cow_faults - copies : 0, r.totals.child_cow_faults,
+                  r.totals.thp_splits, r.totals.thp_collapses, r.totals.compaction_stalls, r.totals.reclaim_stalls,
+                  r.totals.dropped_events));
   line("");
   line("findings:");
   int i = 1;

@@ -96,6 +96,11 @@ std::string mapping_label(const Mapping& m) {
 
 Resolver::Resolver(pid_t pid, ResolverOptions options)
     : pid_(pid), options_(options), dwfl_(dwfl_begin(&kCallbacks), dwfl_end) {
+  const std::string exe = proc::exe_path(pid);
+  exe_name_ = base_name(exe);
+  auto comm = proc::read_file("/proc/" + std::to_string(pid) + "/comm", 64).value_or("");
+  while (!comm.empty() && (comm.back() == '\n' || comm.back() == '\r')) comm.pop_back();
+  exe_label_ = comm.empty() || comm == exe_name_ ? exe_name_ : comm + " (" + exe + ")";
   refresh();
 }
 
@@ -182,7 +187,7 @@ correlate::CopySample Resolver::resolve(uint64_t ts_ns, uint64_t address, const 
     const uint64_t a = stack[i];
     if (a == 0 || a >= kUserSpaceEnd) break;
     const Frame f = frame_of(a, i > 0);
-    if (i == 0) s.leaf_module = f.module;
+    if (i == 0) s.leaf_module = !exe_name_.empty() && f.module == exe_name_ ? exe_label_ : f.module;
     // A frame in no module ends the walk: past it are a binary's spilled registers, not callers.
     if (f.module.empty() && i > 0) break;
     s.frames.push_back(f.function);

@@ -71,6 +71,9 @@ class Resolver {
 
   pid_t pid_;
   ResolverOptions options_;
+  // The process's own binary as its operator knows it: the command name, then the file (the target
+  // of a symlink such as Debian's redis-server -> redis-check-rdb) in parentheses.
+  std::string exe_name_, exe_label_;
   std::vector<Mapping> maps_;
   // What each reported module's find_elf and find_debuginfo read (their userdata): replaced as a
   // whole on each refresh, after the modules are reported again.
