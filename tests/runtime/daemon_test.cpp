@@ -107,6 +107,12 @@ TEST(Daemon, CountsForksFollowsRestartsAndExitsClean) {
   EXPECT_EQ(metric_value(s, series("thptrace_fork_child_lifetime_seconds_count", target, "bgsave")), 1);
   EXPECT_GT(metric_value(s, series("thptrace_fork_duration_seconds_sum", target, "bgsave")).value_or(0), 0);
   EXPECT_FALSE(metric_value(s, series("thptrace_fork_duration_seconds_count", target, "aof_rewrite")));
+  // The fork's copies, once its child has exited: the copies counter is its observation, in pages
+  // and in bytes of 4 KiB pages.
+  const auto fork_copies = metric_value(s, series("thptrace_fork_cow_faults_sum", target, "bgsave"));
+  ASSERT_TRUE(fork_copies) << s;
+  EXPECT_EQ(metric_value(s, series("thptrace_copies_total", target)), *fork_copies);
+  EXPECT_EQ(metric_value(s, series("thptrace_copied_bytes_total", target)), *fork_copies * 4096);
   EXPECT_EQ(d.wait_for(series("thptrace_redis_forks_total", target), [](double v) { return v >= 1; }), 1);
 
   // A full sync over disk to a fresh replica.

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "harness.h"
@@ -185,6 +186,65 @@ TEST(Reliability, PasswordsFromFilesNeverShow) {
     EXPECT_EQ(c.code, 0) << c.err;
     EXPECT_TRUE(c.report.contains("redis")) << c.report.dump(2);
     EXPECT_EQ(c.report["redis"]["disable_thp"], "yes") << c.report.dump(2);
+    EXPECT_EQ(c.err.find(secret), std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// The ACL line of docs/guide/redis-connection.md, its password given, as ACL SETUSER's arguments.
+std::vector<std::string> documented_acl(const std::string& password) {
+  std::ifstream doc(std::string(THPTRACE_SOURCE_DIR) + "/docs/guide/redis-connection.md");
+  for (std::string line; std::getline(doc, line);) {
+    if (line.rfind("ACL SETUSER thptrace ", 0) != 0) continue;
+    std::vector<std::string> args;
+    std::istringstream words(line);
+    for (std::string w; words >> w;) args.push_back(w == ">PASSWORD" ? ">" + password : w);
+    return args;
+  }
+  return {};
+}
+
+}  // namespace
+
+// The minimal ACL the docs give is enough for every figure: the fork's reason from INFO (the
+// fallback's way), the server-side latency windows, the settings, the probe, and the process found
+// from the address alone (CLIENT INFO). Without +config|get the capture still runs and says what is
+// missing.
+TEST(Reliability, MinimalAclServesEveryFigure) {
+  REQUIRE_BPF();
+  const std::string secret = "acl-thptrace-test-7Q";
+  const std::string dir = make_temp_dir("thptrace-acl-");
+  const std::string pwfile = write_secret(dir, secret);
+  auto acl = documented_acl(secret);
+  ASSERT_GT(acl.size(), 4u) << "no `ACL SETUSER thptrace` line in docs/guide/redis-connection.md";
+  for (const bool with_config : {true, false}) {
+    RedisServer redis({"--disable-thp", "yes"});
+    redis.cmd({"DEBUG", "POPULATE", "20000"});
+    auto rules = acl;
+    if (!with_config) std::erase(rules, "+config|get");
+    EXPECT_EQ(redis.cmd(rules), "OK");
+    const auto c = run_capture({"--redis", redis.address(), "--redis-user", "thptrace", "--redis-password-file", pwfile,
+                                "--force-fallback", "--duration", "4"},
+                               60s, [&] {
+                                 std::this_thread::sleep_for(1500ms);
+                                 redis.cmd({"BGSAVE"});
+                               });
+    ASSERT_EQ(c.code, 0) << c.err;
+    const auto& r = c.report;
+    ASSERT_TRUE(r.contains("redis")) << r.dump(2);
+    ASSERT_EQ(r["forks"].size(), 1u) << r.dump(2);
+    EXPECT_EQ(r["forks"][0]["reason"], "bgsave") << r.dump(2);
+    EXPECT_TRUE(r["forks"][0]["latency_during"].is_object()) << r["forks"][0].dump(2);
+    EXPECT_GT(r["forks"][0]["client_latency_during"]["samples"].get<uint64_t>(), 0u) << r["forks"][0].dump(2);
+    if (with_config) {
+      EXPECT_FALSE(r["redis"].contains("refused")) << r["redis"].dump(2);
+      EXPECT_EQ(r["redis"]["disable_thp"], "yes") << r["redis"].dump(2);
+    } else {
+      ASSERT_TRUE(r["redis"].contains("refused")) << r["redis"].dump(2);
+      EXPECT_NE(r["redis"]["refused"].dump().find("CONFIG GET"), std::string::npos) << r["redis"].dump(2);
+    }
     EXPECT_EQ(c.err.find(secret), std::string::npos);
   }
   std::filesystem::remove_all(dir);
