@@ -12,6 +12,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <regex>
 #include <thread>
 
 #include "harness.h"
@@ -22,14 +24,15 @@ using namespace std::chrono_literals;
 namespace {
 
 // A capture of redis at `hz` probes a second around body(), which starts `settle` after the capture
-// does; its JSON report.
+// does; its JSON report, and its --svg timeline in *svg when asked.
 template <typename Body>
 nlohmann::json capture_with_probe(const RedisServer& redis, int hz, Body body,
-                                  std::chrono::milliseconds settle = std::chrono::milliseconds(500)) {
+                                  std::chrono::milliseconds settle = std::chrono::milliseconds(500),
+                                  std::string* svg = nullptr) {
   const std::string dir = make_temp_dir("thptrace-client-latency-");
   const std::string json = dir + "/report.json";
   Process tracer({thptrace_bin(), "--redis", redis.address(), "--json", json, "--latency-probe", std::to_string(hz),
-                  "--sample-copies", "0"});
+                  "--sample-copies", "0", "--svg", dir + "/timeline.svg"});
   EXPECT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
   std::this_thread::sleep_for(settle);
   body();
@@ -37,6 +40,10 @@ nlohmann::json capture_with_probe(const RedisServer& redis, int hz, Body body,
   tracer.signal(SIGINT);
   EXPECT_EQ(tracer.wait(60s), 0) << tracer.err();
   auto j = std::filesystem::exists(json) ? read_json(json) : nlohmann::json();
+  if (svg) {
+    std::ifstream in(dir + "/timeline.svg");
+    svg->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
   std::filesystem::remove_all(dir);
   return j;
 }
@@ -72,6 +79,7 @@ TEST(ClientLatency, AForkFreezesClientsForItsDuration) {
   // The window before the fork is as long as the child's life (about a second): the fork comes
   // late enough that it holds none of the capture's start, when the server has just been populated
   // and the capture takes its first readings (a CI run once saw 20 ms there).
+  std::string svg;
   const auto report = capture_with_probe(
       redis, 1000,
       [&] {
@@ -79,7 +87,7 @@ TEST(ClientLatency, AForkFreezesClientsForItsDuration) {
         for (int i = 0; i < 300 && redis.info_field("rdb_bgsave_in_progress") != "0"; ++i)
           std::this_thread::sleep_for(50ms);
       },
-      2500ms);
+      2500ms, &svg);
   ASSERT_TRUE(report.contains("forks")) << report.dump(1);
   ASSERT_EQ(report["forks"].size(), 1u) << report["forks"].dump(1);
   const auto& f = report["forks"][0];
@@ -93,6 +101,15 @@ TEST(ClientLatency, AForkFreezesClientsForItsDuration) {
   EXPECT_GE(during["max_us"].get<double>(), fork_us - 1'500) << "fork " << fork_us << " us: " << during.dump();
   EXPECT_GT(during["max_us"].get<double>(), before["max_us"].get<double>()) << f.dump(1);
   EXPECT_GE(during["over_timeout"].get<uint64_t>(), 1u) << during.dump();
+  // The timeline's clients' track shows the same request, and the freeze is marked for as long as the
+  // fork took.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(svg, m, std::regex(R"re(class="client" data-max-us="(\d+)")re")))
+      << svg.substr(0, 3000);
+  EXPECT_GE(std::stod(m[1]), fork_us - 1'500) << "fork " << fork_us << " us";
+  ASSERT_TRUE(
+      std::regex_search(svg, m, std::regex(R"re(class="freeze" data-child="\d+" data-freeze-ms="([0-9.]+)")re")));
+  EXPECT_NEAR(std::stod(m[1]), fork_us / 1e3, 0.001);
 }
 
 TEST(ClientLatency, TheReportSaysWhereWhenAndWhichServer) {

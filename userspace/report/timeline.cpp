@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// The capture's timeline (--svg), written by hand like the bench's: copy-on-write faults per time
-// bucket (parent and children) from the in-kernel counters read every 10 ms, the target's RSS and
-// AnonHugePages from /proc, THP splits, each fork window shaded and labelled with its reason and
-// Redis's server-side latency during it, and each replica's sync through its states.
+// The capture's timeline (--svg), written by hand like the bench's: what the clients felt (the latency
+// probe's slowest request per time bucket) with each fork's freeze marked, copy-on-write faults per
+// bucket (the parent's copies while a child lives apart from its writes after, which copy nothing;
+// the children's) from the in-kernel counters read every 10 ms, the target's RSS and AnonHugePages
+// from /proc, THP splits, each fork window shaded and labelled with its reason and Redis's
+// server-side latency during it, and each replica's sync through its states. The x axis is the wall
+// clock (UTC) when the capture recorded it.
 #include "report/timeline.h"
 
 #include <fmt/format.h>
@@ -19,15 +22,18 @@ namespace {
 using svg::escape;
 
 constexpr double kWidth = 1000, kLeft = 118, kRight = 24, kPlotWidth = kWidth - kLeft - kRight;
-constexpr double kCowHeight = 150, kMemHeight = 110, kSplitHeight = 60, kReplicaRow = 13, kGap = 42, kTop = 76;
+constexpr double kClientHeight = 90, kCowHeight = 150, kMemHeight = 110, kSplitHeight = 60, kReplicaRow = 13, kGap = 42,
+                 kTop = 76;
 // Time buckets: 10 ms, or wider (a 1-2-5 step) so that a long capture has at most this many.
 constexpr size_t kMaxBuckets = 1500;
 constexpr size_t kMaxReplicaRows = 12;
 
-// The capture's time axis: ms since its start, and the x of a time.
+// The capture's time axis: ms since its start, and the x of a time; the wall clock at its start
+// (CLOCK_REALTIME ns, 0 when not recorded) for the tick labels.
 struct Axis {
   uint64_t start_ns = 0;
   double end_ms = 1;
+  int64_t start_realtime_ns = 0;
   double ms(uint64_t ts_ns) const { return (static_cast<double>(ts_ns) - static_cast<double>(start_ns)) / 1e6; }
   double x(double t_ms) const { return kLeft + std::clamp(t_ms / end_ms, 0.0, 1.0) * kPlotWidth; }
   double x_ns(uint64_t ts_ns) const { return x(ms(ts_ns)); }
@@ -103,15 +109,17 @@ void y_labels(std::string& out, double top, double height, double hi, const std:
 }
 
 // The fork windows over one panel: fork to child exit (to the end when it outlived the capture).
-// The copy-on-write panel's carry the fork's facts as data- attributes and a tooltip.
-void fork_bands(std::string& out, const Report& r, const Axis& a, double top, double height, bool labelled) {
+// The copy-on-write panel's carry the fork's facts as data- attributes and a tooltip; the others'
+// are plain bands of class band_class.
+void fork_bands(std::string& out, const Report& r, const Axis& a, double top, double height, bool labelled,
+                const char* band_class = "forkband") {
   double last_label_x = -1e9;
   for (const auto& f : r.forks) {
     const double x0 = a.x_ns(f.fork_ts_ns);
     const double x1 = f.exit_ts_ns ? a.x_ns(f.exit_ts_ns) : kLeft + kPlotWidth;
     if (!labelled) {
-      out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" class=\"forkband\"/>\n", x0,
-                         top, std::max(x1 - x0, 1.5), height);
+      out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" class=\"{}\"/>\n", x0, top,
+                         std::max(x1 - x0, 1.5), height, band_class);
       continue;
     }
     const std::string reason = correlate::reason_name(f.reason);
@@ -132,11 +140,38 @@ void fork_bands(std::string& out, const Report& r, const Axis& a, double top, do
   }
 }
 
+// The wall clock (UTC) of a tick s seconds into the capture: HH:MM:SS, with tenths when the ticks are
+// closer than a second. Without a recorded wall clock, the seconds since the start.
+std::string tick_label(const Axis& a, double s, double step) {
+  if (a.start_realtime_ns == 0) return fmt::format("{:g} s", s);
+  const int64_t ns = a.start_realtime_ns + static_cast<int64_t>(std::llround(s * 1e9));
+  const std::string t = rfc3339_utc((ns + 500'000) / 1'000'000 * 1'000'000);  // to the nearest ms
+  return t.substr(11, step < 1 ? 10 : 8);  // 2026-12-02T18:51:40.521Z -> 18:51:40(.5)
+}
+
 void x_ticks(std::string& out, const Axis& a, double bottom) {
   const double step = svg::tick_step(a.end_ms / 1000.0);
-  for (double s = 0; s * 1000.0 <= a.end_ms + 1e-6; s += step)
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"xlabel\">{:g} s</text>\n", a.x(s * 1000.0), bottom + 14,
-                       s);
+  // On the wall clock, the ticks fall on its whole steps (19:02:52, not the capture's start + 1 s).
+  const double phase =
+      a.start_realtime_ns ? std::fmod(static_cast<double>(a.start_realtime_ns % 3'600'000'000'000) / 1e9, step) : 0;
+  for (double s = phase > 1e-9 ? step - phase : 0; s * 1000.0 <= a.end_ms + 1e-6; s += step)
+    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"xlabel\">{}</text>\n", a.x(s * 1000.0), bottom + 14,
+                       tick_label(a, s, step));
+}
+
+// Each fork's freeze: from the fork's entry for as long as it took (fork_duration_us), at least a
+// hairline, with the time in a tooltip and as data.
+void freeze_marks(std::string& out, const Report& r, const Axis& a, double top, double height) {
+  for (const auto& f : r.forks) {
+    if (!f.fork_duration_us) continue;
+    const double start_ms = a.ms(f.fork_ts_ns) - *f.fork_duration_us / 1e3;
+    const double x0 = a.x(start_ms), x1 = a.x(a.ms(f.fork_ts_ns));
+    out += fmt::format(
+        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" class=\"freeze\" data-child=\"{}\" "
+        "data-freeze-ms=\"{:.3f}\"><title>fork (child {}) froze the server for {:.1f} ms</title></rect>\n",
+        x0, top, std::max(x1 - x0, 1.5), height, f.child_pid, *f.fork_duration_us / 1e3, f.child_pid,
+        *f.fork_duration_us / 1e3);
+  }
 }
 
 const char* state_class(const std::string& state) {
@@ -188,6 +223,10 @@ constexpr const char* kStyle =
     ".ylabel{text-anchor:end;fill:#444;font-size:10px}\n"
     ".xlabel{text-anchor:middle;fill:#444;font-size:10px}\n"
     ".cow-parent{fill:#1f77b4;fill-opacity:0.55;stroke:#1f77b4;stroke-width:0.8}\n"
+    ".cow-reuse{fill:#9e9e9e;fill-opacity:0.45;stroke:#9e9e9e;stroke-width:0.6}\n"
+    ".clientband{fill:#f28e2b;opacity:0.12}\n"
+    ".freeze{fill:#d62728;opacity:0.85}\n"
+    ".client{fill:#ff7f0e;fill-opacity:0.35;stroke:#c4520a;stroke-width:1}\n"
     ".cow-child{fill:none;stroke:#d62728;stroke-width:1.2}\n"
     ".rss{fill:none;stroke:#2ca02c;stroke-width:1.6}\n"
     ".ahp{fill:none;stroke:#9467bd;stroke-width:1.6;stroke-dasharray:5 3}\n"
@@ -205,17 +244,29 @@ uint64_t total(const std::vector<double>& v) {
   return static_cast<uint64_t>(std::llround(t));
 }
 
-// Copy-on-write faults per bucket, the parent's filled and the children's as a line.
+// Whether bucket i (of bucket_ms) meets a fork window: its faults are copies.
+bool in_fork_window(const Report& r, const Axis& a, size_t i, double bucket_ms) {
+  const double from = static_cast<double>(i) * bucket_ms, to = from + bucket_ms;
+  return std::any_of(r.forks.begin(), r.forks.end(), [&](const correlate::ForkEpisode& f) {
+    const double fork_ms = a.ms(f.fork_ts_ns), exit_ms = f.exit_ts_ns ? a.ms(f.exit_ts_ns) : a.end_ms;
+    return from <= exit_ms && to > fork_ms;
+  });
+}
+
+// Copy-on-write faults per bucket: the parent's copies (buckets a fork window meets) filled blue, its
+// writes outside every window (reuse, no copy) filled grey, the children's as a line.
 void cow_panel(std::string& out, const Report& r, const CaptureInputs& in, const Axis& a, double bucket_ms,
-               double cow_top, const std::vector<double>& parent, const std::vector<double>& child) {
+               double cow_top, const std::vector<double>& faults, const std::vector<double>& child) {
+  std::vector<double> parent(faults.size(), 0), reuse(faults.size(), 0);
+  for (size_t i = 0; i < faults.size(); ++i) (in_fork_window(r, a, i, bucket_ms) ? parent : reuse)[i] = faults[i];
   // After the child's exit the pages it shared stay write-protected
   // until written: those writes still fault (the running counters count them) but take the page
   // back without a copy (do_wp_page's reuse), which the title says.
   const double cow_hi = svg::round_up_125(
-      std::max(*std::max_element(parent.begin(), parent.end()), *std::max_element(child.begin(), child.end())));
+      std::max(*std::max_element(faults.begin(), faults.end()), *std::max_element(child.begin(), child.end())));
   frame(out, cow_top, kCowHeight,
-        fmt::format("Write faults on shared pages per {:g} ms: parent (filled), children (line); copies while a "
-                    "child lives",
+        fmt::format("Write faults on shared pages per {:g} ms: parent's copies while a child lives (blue), its "
+                    "writes after (grey, no copy), children (line)",
                     bucket_ms));
   y_labels(out, cow_top, kCowHeight, cow_hi, "");
   fork_bands(out, r, a, cow_top, kCowHeight, true);
@@ -225,6 +276,9 @@ void cow_panel(std::string& out, const Report& r, const CaptureInputs& in, const
   out += fmt::format("<path d=\"{}\" class=\"cow-parent\" data-total=\"{}\" data-buckets=\"{}\"/>\n",
                      step_path(parent, bucket_ms, a, cow_top + kCowHeight, kCowHeight / cow_hi), total(parent),
                      values(parent));
+  out += fmt::format("<path d=\"{}\" class=\"cow-reuse\" data-total=\"{}\" data-buckets=\"{}\"/>\n",
+                     step_path(reuse, bucket_ms, a, cow_top + kCowHeight, kCowHeight / cow_hi), total(reuse),
+                     values(reuse));
   std::string child_line;
   for (size_t i = 0; i < child.size(); ++i)
     child_line += fmt::format("{}{:.1f},{:.1f} ", i ? "L" : "M", a.x((static_cast<double>(i) + 0.5) * bucket_ms),
@@ -232,6 +286,35 @@ void cow_panel(std::string& out, const Report& r, const CaptureInputs& in, const
   out += fmt::format("<path d=\"{}\" class=\"cow-child\" data-total=\"{}\" data-buckets=\"{}\"/>\n", child_line,
                      total(child), values(child));
   x_ticks(out, a, cow_top + kCowHeight);
+}
+
+// What the clients felt: the latency probe's slowest request per bucket, by the time it was due (a
+// freeze shows at its full length at its start), each fork's freeze marked in red.
+void client_panel(std::string& out, const Report& r, const CaptureInputs& in, const Axis& a, double bucket_ms, size_t n,
+                  double top) {
+  std::vector<double> worst_us(n, 0);
+  for (const auto& p : in.probe_samples) {
+    auto& w = worst_us[bucket_of(a, p.due_ns, bucket_ms, n)];
+    w = std::max(w, static_cast<double>(p.latency_ns) / 1e3);
+  }
+  const double hi_ms = svg::round_up_125(std::max(*std::max_element(worst_us.begin(), worst_us.end()) / 1e3, 1.0));
+  frame(out, top, kClientHeight,
+        fmt::format("What clients felt: the slowest probe request per {:g} ms (ms, from when it was due); red: the "
+                    "fork's freeze",
+                    bucket_ms));
+  y_labels(out, top, kClientHeight, hi_ms, " ms");
+  fork_bands(out, r, a, top, kClientHeight, false, "clientband");
+  if (in.probe_samples.empty())
+    out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"note\">{}</text>\n", kLeft + 8, top + kClientHeight / 2,
+                       in.latency_probe_hz ? "the probe got no answer in this capture"
+                                           : "no latency probe in this capture (--redis, --latency-probe HZ)");
+  std::vector<double> worst_ms(n);
+  for (size_t i = 0; i < n; ++i) worst_ms[i] = worst_us[i] / 1e3;
+  out += fmt::format("<path d=\"{}\" class=\"client\" data-max-us=\"{:.0f}\" data-buckets=\"{}\"/>\n",
+                     step_path(worst_ms, bucket_ms, a, top + kClientHeight, kClientHeight / hi_ms),
+                     *std::max_element(worst_us.begin(), worst_us.end()), values(worst_us));
+  freeze_marks(out, r, a, top, kClientHeight);
+  x_ticks(out, a, top + kClientHeight);
 }
 
 // Memory: RSS and AnonHugePages from /proc.
@@ -259,7 +342,7 @@ void memory_panel(std::string& out, const Report& r, const CaptureInputs& in, co
 }  // namespace
 
 std::string timeline_svg(const Report& r, const CaptureInputs& in) {
-  Axis a{in.start_ns, std::max(static_cast<double>(in.end_ns - in.start_ns) / 1e6, 1.0)};
+  Axis a{in.start_ns, std::max(static_cast<double>(in.end_ns - in.start_ns) / 1e6, 1.0), in.start_realtime_ns};
   const double bucket_ms = bucket_ms_for(a.end_ms);
   const auto n = static_cast<size_t>(std::ceil(a.end_ms / bucket_ms));
   const auto parent = per_bucket(in.counters, a, bucket_ms, n, [](const CounterSample& c) { return c.cow_faults; });
@@ -282,7 +365,8 @@ std::string timeline_svg(const Report& r, const CaptureInputs& in) {
   for (const auto& f : r.forks)
     for (const auto& s : f.replicas) syncs.push_back(&s);
 
-  const double cow_top = kTop + 24, mem_top = cow_top + kCowHeight + kGap, split_top = mem_top + kMemHeight + kGap;
+  const double client_top = kTop + 24, cow_top = client_top + kClientHeight + kGap;
+  const double mem_top = cow_top + kCowHeight + kGap, split_top = mem_top + kMemHeight + kGap;
   const double replica_top = split_top + kSplitHeight + kGap;
   const double replica_height = static_cast<double>(std::min(syncs.size(), kMaxReplicaRows + 1)) * kReplicaRow;
   const double height = (syncs.empty() ? split_top + kSplitHeight : replica_top + replica_height) + 30;
@@ -299,8 +383,11 @@ std::string timeline_svg(const Report& r, const CaptureInputs& in) {
                                         r.forks.size(), r.forks.size() == 1 ? "" : "s")));
   out += fmt::format(
       "<text x=\"{}\" y=\"40\" class=\"note\">{}</text>\n", kLeft,
-      escape(fmt::format("kernel {}, THP {}; COW faults counted by {}; shaded: a fork's child alive",
-                         r.system.kernel_release, r.system.thp_enabled, tracer::mode_name(r.probes.cow_fault.mode))));
+      escape(fmt::format("kernel {}, THP {}; COW faults counted by {}; shaded: a fork's child alive{}",
+                         r.system.kernel_release, r.system.thp_enabled, tracer::mode_name(r.probes.cow_fault.mode),
+                         in.start_realtime_ns ? "; time: UTC, from " + rfc3339_utc(in.start_realtime_ns) : "")));
+
+  client_panel(out, r, in, a, bucket_ms, n, client_top);
 
   cow_panel(out, r, in, a, bucket_ms, cow_top, parent, child);
 
