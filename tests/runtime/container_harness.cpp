@@ -93,11 +93,14 @@ std::string container_name() {
   return "thptrace-test-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
 }
 
-RedisContainer::RedisContainer(Network network, const std::vector<std::string>& extra_args) : name_(container_name()) {
+RedisContainer::RedisContainer(Network network, const std::vector<std::string>& extra_args,
+                               const std::vector<std::string>& annotations)
+    : name_(container_name()) {
   const std::string image = container_image("redis");
   host_port_ = free_port();
   std::vector<std::string> args = {
       "run", "-d", "--name", name_, "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=4096:4096"};
+  for (const auto& a : annotations) args.insert(args.end(), {"--annotation", a});
   int inner_port = 6379;
   if (network == Network::host) {
     args.insert(args.end(), {"--network", "host"});

@@ -42,7 +42,9 @@ class RedisContainer {
   // A redis-server (--save "", --repl-diskless-sync no) in its own PID and mount namespaces; with
   // host networking on a free 127.0.0.1 port, or in its own network namespace on 6379, published on
   // a free 127.0.0.1 port.
-  explicit RedisContainer(Network network, const std::vector<std::string>& extra_args = {});
+  // `annotations` (KEY=VALUE) go into the container's OCI config, as a Kubernetes runtime writes them.
+  explicit RedisContainer(Network network, const std::vector<std::string>& extra_args = {},
+                          const std::vector<std::string>& annotations = {});
   ~RedisContainer();
   RedisContainer(const RedisContainer&) = delete;
   RedisContainer& operator=(const RedisContainer&) = delete;

@@ -112,8 +112,10 @@ TEST(Containers, TwoRedisOnTheSamePortInTheirOwnNetworks) {
   const auto metric = [&](const std::string& series) {
     return metric_value(http_get(port, "/metrics").value_or(""), series);
   };
-  const auto forks = [](const std::string& target, const std::string& reason) {
-    return "thptrace_forks_total{reason=\"" + reason + "\",target=\"" + target + "\"}";
+  // Each target's series carry its container's name, podman's (no Kubernetes annotations here).
+  const auto forks = [&](const std::string& target, const std::string& reason) {
+    const auto& c = target == a.address() ? a : b;
+    return "thptrace_forks_total{container=\"" + c.name() + "\",reason=\"" + reason + "\",target=\"" + target + "\"}";
   };
   const auto wait_metric = [&](const std::string& series, double want) {
     const auto until = std::chrono::steady_clock::now() + 30s;
@@ -121,8 +123,9 @@ TEST(Containers, TwoRedisOnTheSamePortInTheirOwnNetworks) {
     while (std::chrono::steady_clock::now() < until && (v = metric(series)) != want) std::this_thread::sleep_for(100ms);
     return v;
   };
-  ASSERT_EQ(wait_metric("thptrace_redis_up{target=\"" + a.address() + "\"}", 1), 1) << daemon.err();
-  ASSERT_EQ(wait_metric("thptrace_redis_up{target=\"" + b.address() + "\"}", 1), 1) << daemon.err();
+  for (const auto* c : {&a, &b})
+    ASSERT_EQ(wait_metric("thptrace_redis_up{container=\"" + c->name() + "\",target=\"" + c->address() + "\"}", 1), 1)
+        << daemon.err() << http_get(port, "/metrics").value_or("");
   std::this_thread::sleep_for(1s);  // the daemon resolves each target's pid on its first INFO
 
   const int64_t fork_a = bgsave_and_full_sync(a);
@@ -135,7 +138,9 @@ TEST(Containers, TwoRedisOnTheSamePortInTheirOwnNetworks) {
   EXPECT_EQ(metric(forks(a.address(), "bgsave")), 1);
   // The daemon's fork time of each BGSAVE, from its histogram's sum.
   const auto sum = [&](const RedisContainer& c) {
-    return metric("thptrace_fork_duration_seconds_sum{reason=\"bgsave\",target=\"" + c.address() + "\"}").value_or(0) *
+    return metric("thptrace_fork_duration_seconds_sum{container=\"" + c.name() + "\",reason=\"bgsave\",target=\"" +
+                  c.address() + "\"}")
+               .value_or(0) *
            1e6;
   };
   EXPECT_NEAR(sum(a), fork_a, std::max(0.25 * fork_a, 150.0));
@@ -149,33 +154,59 @@ TEST(Containers, TwoRedisOnTheSamePortInTheirOwnNetworks) {
   EXPECT_EQ(leftover_thptrace_programs(), std::vector<std::string>{});
 }
 
-TEST(Containers, DiscoveryReachesContainersByTheirTitlesAddress) {
+// Two pods' Redis on the same inner port (6379, each in its own network namespace) and one with host
+// networking, found by --discover: each is watched, under a label of its own (a loopback address in a
+// container names nothing on the host, so it carries the pod), and every series of the two pods
+// carries the Kubernetes names their runtime wrote in the OCI bundle (podman here, with the
+// annotations CRI-O writes), without the Kubernetes API. A BGSAVE in one pod is counted under it
+// alone; a capture of it carries the same names.
+TEST(Containers, DiscoveryWatchesTwoPodsOnTheSamePortByTheirKubernetesNames) {
   REQUIRE_BPF();
   REQUIRE_PODMAN();
-  RedisContainer own(RedisContainer::Network::bridge);
+  const auto pod = [](const std::string& name) {
+    return std::vector<std::string>{"io.kubernetes.pod.namespace=shop", "io.kubernetes.pod.name=" + name,
+                                    "io.kubernetes.container.name=redis"};
+  };
+  RedisContainer p0(RedisContainer::Network::bridge, {}, pod("cache-0"));
+  RedisContainer p1(RedisContainer::Network::bridge, {}, pod("cache-1"));
   RedisContainer host(RedisContainer::Network::host);
   const int port = free_port();
   Process daemon({thptrace_bin(), "daemon", "--listen", "127.0.0.1:" + std::to_string(port), "--discover"});
-  // Both by their titles' address ("*:6379" is 127.0.0.1:6379); the bridge container is reached
-  // inside its own network namespace (daemon/discovery.h), the host-network one on loopback.
-  const std::string own_label = "127.0.0.1:6379";
-  for (const auto& label : {own_label, host.address()}) {
+  const auto series = [](const std::string& metric, const std::string& name, const std::string& reason = "") {
+    return metric + "{container=\"redis\",namespace=\"shop\",pod=\"" + name + "\"," +
+           (reason.empty() ? "" : "reason=\"" + reason + "\",") + "target=\"127.0.0.1:6379@shop/" + name + "\"}";
+  };
+  const auto wait_metric = [&](const std::string& s, double want) {
     const auto until = std::chrono::steady_clock::now() + 30s;
-    std::optional<double> up;
+    std::optional<double> v;
     while (std::chrono::steady_clock::now() < until &&
-           (up = metric_value(http_get(port, "/metrics").value_or(""),
-                              "thptrace_redis_up{target=\"" + label + "\"}")) != 1)
+           (v = metric_value(http_get(port, "/metrics").value_or(""), s)) != want)
       std::this_thread::sleep_for(200ms);
-    EXPECT_EQ(up, 1) << label << "\n" << daemon.err();
-  }
-  own.cmd({"BGSAVE"});
-  const auto until = std::chrono::steady_clock::now() + 30s;
-  std::optional<double> n;
-  while (std::chrono::steady_clock::now() < until &&
-         (n = metric_value(http_get(port, "/metrics").value_or(""),
-                           "thptrace_forks_total{reason=\"bgsave\",target=\"" + own_label + "\"}")) != 1)
-    std::this_thread::sleep_for(100ms);
-  EXPECT_EQ(n, 1) << daemon.err();
+    return v;
+  };
+  for (const char* name : {"cache-0", "cache-1"})
+    EXPECT_EQ(wait_metric(series("thptrace_redis_up", name), 1), 1)
+        << name << "\n"
+        << daemon.err() << http_get(port, "/metrics").value_or("");
+  // The host-network one by its address, with podman's name for its container and no pod.
+  EXPECT_EQ(wait_metric("thptrace_redis_up{container=\"" + host.name() + "\",target=\"" + host.address() + "\"}", 1), 1)
+      << daemon.err() << http_get(port, "/metrics").value_or("");
+  std::this_thread::sleep_for(1s);  // each pid is followed on its first INFO
+  Capture cap(p1.address());
+  ASSERT_TRUE(cap.proc->wait_stderr_line("tracing pid " + std::to_string(p1.pid()), 60s)) << cap.proc->err();
+  p1.cmd({"BGSAVE"});
+  EXPECT_EQ(wait_metric(series("thptrace_forks_total", "cache-1", "bgsave"), 1), 1) << daemon.err();
+  EXPECT_EQ(metric_value(http_get(port, "/metrics").value_or(""), series("thptrace_forks_total", "cache-0", "bgsave")),
+            0)
+      << "cache-1's fork was counted under cache-0";
+  const auto report = cap.stop();
+  ASSERT_TRUE(report["target"].contains("container")) << report["target"].dump(2);
+  const auto& c = report["target"]["container"];
+  EXPECT_EQ(c["namespace"], "shop");
+  EXPECT_EQ(c["pod"], "cache-1");
+  EXPECT_EQ(c["name"], "redis");
+  EXPECT_EQ(c["id"], podman({"inspect", p1.name(), "--format", "{{.Id}}"}));
+  ASSERT_EQ(report["forks"].size(), 1u) << report.dump(2);
   daemon.signal(SIGTERM);
   EXPECT_EQ(daemon.wait(30s), 0) << daemon.err();
 }
@@ -258,21 +289,27 @@ TEST(Containers, DaemonFromItsImageWithTheDaemonSetSettings) {
   // Discovery labels the Redis container by its bridge address (from its namespace's fib_trie), which
   // the daemon's own network namespace reaches.
   const std::string target = redis.bridge_ip() + ":6379";
-  const auto wait_metric = [&](const std::string& series, double want) {
+  // Its series also carry the container's name (podman's, read from the host's files through
+  // /proc/1/root): matched by their target, whatever else they carry.
+  const auto wait_metric = [&](const std::string& name, const std::map<std::string, std::string>& labels, double want) {
     const auto until = std::chrono::steady_clock::now() + 60s;
     std::optional<double> v;
     while (std::chrono::steady_clock::now() < until &&
-           (v = metric_value(http_get(port, "/metrics").value_or(""), series)) != want)
+           (v = metric_value_with(http_get(port, "/metrics").value_or(""), name, labels)) != want)
       std::this_thread::sleep_for(200ms);
     return v;
   };
-  ASSERT_EQ(wait_metric("thptrace_redis_up{target=\"" + target + "\"}", 1), 1) << logs();
+  ASSERT_EQ(wait_metric("thptrace_redis_up", {{"target", target}}, 1), 1) << logs();
+  EXPECT_EQ(metric_value_with(http_get(port, "/metrics").value_or(""), "thptrace_redis_up",
+                              {{"target", target}, {"container", redis.name()}}),
+            1)
+      << http_get(port, "/metrics").value_or("");
   std::this_thread::sleep_for(1s);
   redis.cmd({"BGSAVE"});
-  EXPECT_EQ(wait_metric("thptrace_forks_total{reason=\"bgsave\",target=\"" + target + "\"}", 1), 1) << logs();
+  EXPECT_EQ(wait_metric("thptrace_forks_total", {{"reason", "bgsave"}, {"target", target}}, 1), 1) << logs();
   const std::string scrape = http_get(port, "/metrics").value_or("");
   EXPECT_EQ(metric_value(scrape, "thptrace_probe_info{family=\"fork\",mode=\"tp_btf\"}"), 1) << scrape;
-  EXPECT_GT(metric_value(scrape, "thptrace_rss_bytes{target=\"" + target + "\"}").value_or(0), 1e6) << scrape;
+  EXPECT_GT(metric_value_with(scrape, "thptrace_rss_bytes", {{"target", target}}).value_or(0), 1e6) << scrape;
   // Without CAP_SYS_ADMIN the daemon cannot join the Redis container's network namespace and says
   // so, once, naming the address it uses instead; the uprobes are refused and reasons come from INFO.
   const std::string log = logs();

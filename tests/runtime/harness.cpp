@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -373,6 +374,28 @@ std::optional<double> metric_value(const std::string& scrape, const std::string&
     pos += series.size();
   }
   return std::nullopt;
+}
+
+std::optional<double> metric_value_with(const std::string& scrape, const std::string& name,
+                                        const std::map<std::string, std::string>& labels) {
+  std::optional<double> found;
+  std::istringstream lines(scrape);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name + "{", 0) != 0) continue;
+    const auto close = line.rfind("} ");
+    if (close == std::string::npos) continue;
+    const std::string set = line.substr(name.size() + 1, close - name.size() - 1);
+    const bool all = std::all_of(labels.begin(), labels.end(), [&](const auto& kv) {
+      const std::string pair = kv.first + "=\"" + kv.second + "\"";
+      const auto at = set.find(pair);
+      return at != std::string::npos && (at == 0 || set[at - 1] == ',') &&
+             (at + pair.size() == set.size() || set[at + pair.size()] == ',');
+    });
+    if (!all) continue;
+    if (found) return std::nullopt;  // more than one
+    found = std::stod(line.substr(close + 2));
+  }
+  return found;
 }
 
 namespace {

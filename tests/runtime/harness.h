@@ -139,6 +139,10 @@ nlohmann::json read_json(const std::string& path);
 std::optional<std::string> http_get(int port, const std::string& path);
 // The value of one series ("name{labels}" exactly as exposed, or a bare name) in a scrape.
 std::optional<double> metric_value(const std::string& scrape, const std::string& series);
+// The value of the one series of metric `name` whose labels include `labels` (whatever else it
+// carries, such as a container's namespace, pod and container); nullopt when none or several do.
+std::optional<double> metric_value_with(const std::string& scrape, const std::string& name,
+                                        const std::map<std::string, std::string>& labels);
 
 // Sets /sys/kernel/mm/transparent_hugepage/enabled for the scope and restores it after, also when
 // the test fails (destructor) or the process is interrupted (atexit and signal handler).

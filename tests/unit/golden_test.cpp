@@ -74,7 +74,10 @@ std::string replay_daemon(const std::string& name) {
     } else if (step.contains("remove_target")) {
       exporter->remove_target(ids.at(step["remove_target"].get<std::string>()));
     } else if (step.contains("follow")) {
-      exporter->follow(ids.at(step["follow"].get<std::string>()), step["pid"].get<pid_t>());
+      proc::ContainerNames names;
+      if (const auto c = step.find("container"); c != step.end())
+        names = {c->at("id"), c->at("namespace"), c->at("pod"), c->at("name")};
+      exporter->follow(ids.at(step["follow"].get<std::string>()), step["pid"].get<pid_t>(), names);
     } else if (step.contains("forget")) {
       exporter->forget(ids.at(step["forget"].get<std::string>()), step["child_pid"].get<uint32_t>());
     } else if (step.contains("snapshot")) {

@@ -113,3 +113,34 @@ TEST(MetricsTargets, EveryFamilyIsDocumentedWithItsType) {
   for (const auto& [name, type] : documented)
     EXPECT_TRUE(exported.count(name)) << name << " is documented, not exported";
 }
+
+// A containerised target's series carry its Kubernetes names beside `target`; a bare host's carry
+// none (empty is absent to Prometheus); another container under the same target is another series.
+TEST(MetricsTargets, ContainerNamesLabelEveryTargetSeries) {
+  Metrics m;
+  fill(m, "127.0.0.1:6379");
+  m.set_names("127.0.0.1:6379", {std::string(64, 'a'), "shop", "cache-0", "redis"});
+  m.on_episode("127.0.0.1:6379", thptrace::correlate::ForkEpisode{});
+  std::string s = m.exposition();
+  EXPECT_NE(
+      s.find(
+          R"(thptrace_forks_total{container="redis",namespace="shop",pod="cache-0",reason="unknown",target="127.0.0.1:6379"} 1)"),
+      std::string::npos)
+      << s;
+  EXPECT_NE(s.find(R"(thptrace_redis_up{container="redis",namespace="shop",pod="cache-0",target="127.0.0.1:6379"} 0)"),
+            std::string::npos);
+  EXPECT_EQ(s.find(R"(thptrace_forks_total{reason="unknown",target="127.0.0.1:6379"})"), std::string::npos);
+  // Rescheduled: the old pod's series go, the new one's start at zero.
+  m.set_names("127.0.0.1:6379", {std::string(64, 'b'), "shop", "cache-1", "redis"});
+  s = m.exposition();
+  EXPECT_EQ(s.find("cache-0"), std::string::npos);
+  EXPECT_NE(
+      s.find(
+          R"(thptrace_forks_total{container="redis",namespace="shop",pod="cache-1",reason="unknown",target="127.0.0.1:6379"} 0)"),
+      std::string::npos);
+  // A bare host: target alone.
+  m.set_names("127.0.0.1:6379", {});
+  s = m.exposition();
+  EXPECT_NE(s.find(R"(thptrace_forks_total{reason="unknown",target="127.0.0.1:6379"} 0)"), std::string::npos);
+  EXPECT_EQ(s.find("namespace="), std::string::npos);
+}

@@ -19,6 +19,7 @@
 #include "common/signals.h"
 #include "common/text.h"
 #include "correlate/correlator.h"
+#include "proc/container.h"
 #include "proc/resolve.h"
 #include "redis/locate.h"
 #include "thptrace/version.h"
@@ -99,6 +100,7 @@ CaptureSession::CaptureSession(const CaptureOptions& o, const CaptureTarget& tar
       !ns.empty())
     inputs_.pid_in_namespace = ns.back();
   inputs_.comm = target.status.name;
+  inputs_.container = proc::container_names(target.pid);
   inputs_.status_thp_enabled = target.status.thp_enabled;
   if (target.redis) inputs_.redis_address = target.redis->address.str();
   attach(o, target);

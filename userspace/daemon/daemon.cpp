@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/signals.h"
 #include "daemon/discovery.h"
+#include "proc/container.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
 
@@ -181,7 +182,7 @@ void Daemon::follow_pid(Target& t, pid_t pid) {
   t.pid = pid;
   t.sample = {};
   t.sample_cadence.reset();
-  exporter_->follow(t.id, pid);
+  exporter_->follow(t.id, pid, pid ? proc::container_names(pid) : proc::ContainerNames{});
   t.untraced = false;
   metrics_.set_untraced(t.label, false);
   if (pid) trace_pid(t);
@@ -383,6 +384,9 @@ void Daemon::discover() {
     const std::string addr_text = address_from_title(proc::read_file("/proc/" + std::to_string(pid) + "/cmdline", 4096).value_or(""));
     // TLS first when there is a password to send: it goes where a certificate was verified first.
     auto found = discover_server(pid, addr_text, discover_tls_, !credentials_.password.empty());
+    if (found.netns_pid)
+      found.label =
+          container_scoped_label(found.label, proc::container_names(pid), proc::in_other_network_namespace(pid));
     std::string why_not_exe;
     const bool exe_allowed = runs_allowed_executable(pid, options_.discover_credentials_exe, &why_not_exe);
     withhold_credentials(found, {options_.discover_credentials_exe, options_.discover_credentials_address}, exe_allowed,

@@ -115,6 +115,17 @@ void withhold_credentials(DiscoveredServer& s, const CredentialPolicy& policy, b
   }
 }
 
+std::string container_scoped_label(const std::string& label, const proc::ContainerNames& names, bool own_netns) {
+  if (names.id.empty()) return label;
+  const auto a = redis::parse_address(label);
+  const bool local =
+      label.rfind("unix:", 0) == 0 || (own_netns && a && (a->host.rfind("127.", 0) == 0 || a->host == "::1"));
+  if (!local) return label;
+  if (!names.pod.empty()) return label + "@" + (names.ns.empty() ? "" : names.ns + "/") + names.pod;
+  if (!names.container.empty()) return label + "@" + names.container;
+  return label + "@" + names.id.substr(0, 12);
+}
+
 DiscoveredServer discover_server(pid_t pid, const std::string& title_address,
                                  const std::shared_ptr<const redis::TlsContext>& tls, bool tls_first) {
   const auto listeners = proc::listeners_of(pid);

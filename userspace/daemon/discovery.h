@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "proc/container.h"
 #include "proc/net.h"
 #include "redis/watcher.h"
 
@@ -22,6 +23,14 @@ struct DiscoveredServer {
   // routes then go to its own addresses from outside (Route::outside), its loopback is out of reach.
   std::string netns_refused;
 };
+
+// The label of a discovered server in a container of its own: a loopback address in a network
+// namespace not ours (own_netns), or a unix socket in a mount namespace not ours, names nothing on
+// the host (two bridge containers both listen on 127.0.0.1:6379), so it gets the container's name:
+// "127.0.0.1:6379@NAMESPACE/POD" under Kubernetes, else "@NAME" (the runtime's), else "@" and the
+// id's first 12 digits. Any other label, or no container, is kept: a host-network container's
+// loopback address is the host's.
+std::string container_scoped_label(const std::string& label, const proc::ContainerNames& names, bool own_netns);
 
 // The routes to a server with these listeners: its unix sockets first, then each TCP listener in
 // plain (loopback first, the title's port first), then each again with TLS (`tls`; a TLS port cannot

@@ -46,9 +46,12 @@ void Exporter::remove_target(TargetId id) {
   targets_.erase(it);
 }
 
-void Exporter::follow(TargetId id, pid_t pid) {
+void Exporter::follow(TargetId id, pid_t pid, const proc::ContainerNames& names) {
   Target& t = targets_.at(id);
-  record({{"follow", t.label}, {"pid", pid}});
+  record({{"follow", t.label},
+          {"pid", pid},
+          {"container", {{"id", names.id}, {"namespace", names.ns}, {"pod", names.pod}, {"name", names.container}}}});
+  if (pid) metrics_.set_names(t.label, names);
   t.correlator.retarget(static_cast<uint32_t>(pid));
   t.last = {};  // a new process's counters start at zero
   t.copies = t.reuse = 0;

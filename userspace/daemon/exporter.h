@@ -18,6 +18,7 @@
 
 #include "correlate/correlator.h"
 #include "daemon/metrics.h"
+#include "proc/container.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
 #include "redis/latency_probe.h"
@@ -54,8 +55,9 @@ class Exporter {
   // Forgets the target (its correlator, its episodes not yet exported) and removes its series; its
   // id is never given again.
   void remove_target(TargetId t);
-  // The target is now process pid (0: none); its kernel counters start again from zero.
-  void follow(TargetId t, pid_t pid);
+  // The target is now process pid (0: none); its kernel counters start again from zero. A process
+  // brings its container's names (proc::container_names); none keeps the names it had.
+  void follow(TargetId t, pid_t pid, const proc::ContainerNames& names = {});
   void on_event(TargetId t, const thptrace_event& e);
   void on_snapshot(TargetId t, const redis::Snapshot& s);
   void on_readings(const Readings& h);

@@ -47,8 +47,6 @@ std::vector<std::string> civetweb_options(const std::string& listen) {
   return {"listening_ports", listen, "num_threads", "16", "request_timeout_ms", "3000", "enable_keep_alive", "no"};
 }
 
-prometheus::ClientMetric::Label target_label(const std::string& t) { return {"target", text::valid_utf8(t)}; }
-
 // The registry whose label values are valid UTF-8 in every scrape. A target's label can come from a
 // process's name; prometheus-cpp escapes quotes, backslashes and line breaks but passes other bytes,
 // and one invalid byte makes the whole exposition unreadable to Prometheus.
@@ -78,6 +76,30 @@ void remove_series_of(prometheus::Family<T>& f, const std::string& t, const Args
 }
 
 }  // namespace
+
+void TargetNames::set(const std::string& target, const proc::ContainerNames& n) {
+  std::lock_guard lock(mu_);
+  names_[target] = n;
+}
+
+void TargetNames::forget(const std::string& target) {
+  std::lock_guard lock(mu_);
+  names_.erase(target);
+}
+
+prometheus::Labels TargetNames::labels(const std::string& target, const prometheus::Labels& extra) const {
+  prometheus::Labels l = extra;
+  l["target"] = text::valid_utf8(target);
+  std::lock_guard lock(mu_);
+  const auto it = names_.find(target);
+  const proc::ContainerNames none;
+  const auto& n = it == names_.end() ? none : it->second;
+  // Empty is absent to Prometheus: a bare host's series keep just `target`.
+  if (!n.ns.empty()) l["namespace"] = n.ns;
+  if (!n.pod.empty()) l["pod"] = n.pod;
+  if (!n.container.empty()) l["container"] = n.container;
+  return l;
+}
 
 void RedisMirror::update(const std::string& target, const redis::Snapshot& s) {
   std::lock_guard lock(mu_);
@@ -112,24 +134,29 @@ std::vector<prometheus::MetricFamily> RedisMirror::Collect() const {
                         "wait longer, up to 30 s.",
                         MetricType::Counter,
                         {}};
+  const auto client_labels = [this](const std::string& target) {
+    std::vector<prometheus::ClientMetric::Label> out;
+    for (const auto& [name, value] : names_->labels(target)) out.push_back({name, value});
+    return out;
+  };
   std::lock_guard lock(mu_);
   for (const auto& [target, s] : latest_) {
     ClientMetric p;
-    p.label = {target_label(target)};
+    p.label = client_labels(target);
     p.counter.value = static_cast<double>(s.failed_polls);
     failures.metric.push_back(p);
     if (!s.up) continue;
     ClientMetric f;
-    f.label = {target_label(target)};
+    f.label = client_labels(target);
     f.counter.value = static_cast<double>(s.total_forks);
     forks.metric.push_back(f);
     ClientMetric y;
-    y.label = {target_label(target)};
+    y.label = client_labels(target);
     y.counter.value = static_cast<double>(s.sync_full);
     syncs.metric.push_back(y);
     if (!s.latency) continue;
     ClientMetric h;
-    h.label = {target_label(target)};
+    h.label = client_labels(target);
     for (size_t i = 0; i < redis::LatencyHistogram::kBuckets; ++i) {
       const double upper = std::ldexp(1.0, static_cast<int>(i)) / 1e6;
       h.histogram.bucket.push_back({s.latency->cumulative[i], upper});
@@ -146,7 +173,8 @@ std::vector<prometheus::MetricFamily> RedisMirror::Collect() const {
 
 Metrics::Metrics()
     : registry_(std::make_shared<ValidLabelRegistry>()),
-      mirror_(std::make_shared<RedisMirror>()),
+      names_(std::make_shared<TargetNames>()),
+      mirror_(std::make_shared<RedisMirror>(names_)),
       forks_(BuildCounter()
                  .Name("thptrace_forks_total")
                  .Help("Forks of a watched process, by reason.")
@@ -349,23 +377,23 @@ void Metrics::add_target(const std::string& t) {
   // were three quarters of a target's ~470 series, zero for ever for the reasons that target never
   // has, and what made a scrape of 50 targets 23,608 lines (2.1 MB, gzip included in every
   // Prometheus scrape).
-  for (const auto r : correlate::kAllReasons) forks_.Add({{"target", t}, {"reason", correlate::reason_name(r)}});
-  for (const char* kind : {"compaction", "reclaim"}) stall_.Add({{"target", t}, {"kind", kind}}, kStallSeconds);
-  fork_replicas_.Add({{"target", t}}, kReplicas);
-  replica_sync_.Add({{"target", t}}, kSyncSeconds);
-  for (const char* outcome : {"online", "dropped"}) replica_syncs_.Add({{"target", t}, {"outcome", outcome}});
-  sync_loop_repeats_.Add({{"target", t}});
-  cow_faults_.Add({{"target", t}});
-  child_cow_faults_.Add({{"target", t}});
-  copies_.Add({{"target", t}});
-  copied_bytes_.Add({{"target", t}});
-  reuse_faults_.Add({{"target", t}});
-  thp_splits_.Add({{"target", t}});
-  thp_collapses_.Add({{"target", t}});
-  in_progress_.Add({{"target", t}});
-  redis_up_.Add({{"target", t}});
-  untracked_forks_.Add({{"target", t}});
-  untraced_.Add({{"target", t}});
+  for (const auto r : correlate::kAllReasons) forks_.Add(of(t, {{"reason", correlate::reason_name(r)}}));
+  for (const char* kind : {"compaction", "reclaim"}) stall_.Add(of(t, {{"kind", kind}}), kStallSeconds);
+  fork_replicas_.Add(of(t), kReplicas);
+  replica_sync_.Add(of(t), kSyncSeconds);
+  for (const char* outcome : {"online", "dropped"}) replica_syncs_.Add(of(t, {{"outcome", outcome}}));
+  sync_loop_repeats_.Add(of(t));
+  cow_faults_.Add(of(t));
+  child_cow_faults_.Add(of(t));
+  copies_.Add(of(t));
+  copied_bytes_.Add(of(t));
+  reuse_faults_.Add(of(t));
+  thp_splits_.Add(of(t));
+  thp_collapses_.Add(of(t));
+  in_progress_.Add(of(t));
+  redis_up_.Add(of(t));
+  untracked_forks_.Add(of(t));
+  untraced_.Add(of(t));
 }
 
 void Metrics::remove_target(const std::string& t) {
@@ -380,6 +408,16 @@ void Metrics::remove_target(const std::string& t) {
                   &cow_size_, &fork_ratio_, &keys_processed_, &latest_fork_, &untraced_})
     remove_series_of(*f, t);
   mirror_->forget(t);
+  names_->forget(t);
+}
+
+void Metrics::set_names(const std::string& t, const proc::ContainerNames& names) {
+  TargetNames wanted;
+  wanted.set(t, names);
+  if (wanted.labels(t) == of(t)) return;
+  remove_target(t);
+  names_->set(t, names);
+  add_target(t);
 }
 
 void Metrics::set_probe_modes(const tracer::AttachModes& m) {
@@ -396,90 +434,90 @@ void Metrics::set_thp_mode(const std::string& enabled, const std::string& defrag
   thp_info_.Add({{"enabled", enabled}, {"defrag", defrag}}).Set(1);
 }
 
-void Metrics::on_fork_started(const std::string& t) { in_progress_.Add({{"target", t}}).Increment(); }
+void Metrics::on_fork_started(const std::string& t) { in_progress_.Add(of(t)).Increment(); }
 
 void Metrics::on_fork_lost(const std::string& t) {
-  auto& g = in_progress_.Add({{"target", t}});
+  auto& g = in_progress_.Add(of(t));
   if (g.Value() > 0) g.Decrement();
 }
 
 void Metrics::on_episode(const std::string& t, const correlate::ForkEpisode& e) {
-  const prometheus::Labels l = {{"target", t}, {"reason", correlate::reason_name(e.reason)}};
+  const prometheus::Labels l = of(t, {{"reason", correlate::reason_name(e.reason)}});
   forks_.Add(l).Increment();
   if (e.fork_duration_us) fork_duration_.Add(l, kForkSeconds).Observe(*e.fork_duration_us / 1e6);
   if (e.child_lifetime_ms) child_lifetime_.Add(l, kLifetimeSeconds).Observe(*e.child_lifetime_ms / 1e3);
   fork_cow_faults_.Add(l, cow_fault_buckets()).Observe(static_cast<double>(e.cow_faults));
-  copies_.Add({{"target", t}}).Increment(static_cast<double>(e.cow_faults));
-  copied_bytes_.Add({{"target", t}}).Increment(static_cast<double>(e.cow_faults) * kPageBytes);
+  copies_.Add(of(t)).Increment(static_cast<double>(e.cow_faults));
+  copied_bytes_.Add(of(t)).Increment(static_cast<double>(e.cow_faults) * kPageBytes);
   if (e.reason == correlate::Reason::full_sync_disk || e.reason == correlate::Reason::full_sync_diskless ||
       e.reason == correlate::Reason::full_sync_rdb_channel || !e.replicas.empty())
-    fork_replicas_.Add({{"target", t}}, kReplicas).Observe(static_cast<double>(e.replicas.size()));
-  auto& g = in_progress_.Add({{"target", t}});
+    fork_replicas_.Add(of(t), kReplicas).Observe(static_cast<double>(e.replicas.size()));
+  auto& g = in_progress_.Add(of(t));
   if (g.Value() > 0) g.Decrement();
 }
 
 void Metrics::on_replica_sync(const std::string& t, const correlate::ReplicaSync& s, bool repeat) {
   if (s.outcome == correlate::ReplicaSync::Outcome::syncing) return;
-  replica_syncs_.Add({{"target", t}, {"outcome", correlate::outcome_name(s.outcome)}}).Increment();
-  if (const auto ms = s.sync_ms()) replica_sync_.Add({{"target", t}}, kSyncSeconds).Observe(*ms / 1e3);
-  if (repeat) sync_loop_repeats_.Add({{"target", t}}).Increment();
+  replica_syncs_.Add(of(t, {{"outcome", correlate::outcome_name(s.outcome)}})).Increment();
+  if (const auto ms = s.sync_ms()) replica_sync_.Add(of(t), kSyncSeconds).Observe(*ms / 1e3);
+  if (repeat) sync_loop_repeats_.Add(of(t)).Increment();
 }
 
 void Metrics::observe_client_latency(const std::string& t, bool during_fork, double seconds) {
   // Made at a target's first probe: a target without one has no such series.
-  client_latency_.Add({{"target", t}, {"phase", during_fork ? "fork" : "idle"}}, kClientSeconds).Observe(seconds);
+  client_latency_.Add(of(t, {{"phase", during_fork ? "fork" : "idle"}}), kClientSeconds).Observe(seconds);
 }
 
 void Metrics::on_stall(const std::string& t, bool compaction, double seconds) {
-  stall_.Add({{"target", t}, {"kind", compaction ? "compaction" : "reclaim"}}, kStallSeconds).Observe(seconds);
+  stall_.Add(of(t, {{"kind", compaction ? "compaction" : "reclaim"}}), kStallSeconds).Observe(seconds);
 }
 
 void Metrics::add_cow_faults(const std::string& t, uint64_t parent, uint64_t child) {
-  cow_faults_.Add({{"target", t}}).Increment(static_cast<double>(parent));
-  child_cow_faults_.Add({{"target", t}}).Increment(static_cast<double>(child));
+  cow_faults_.Add(of(t)).Increment(static_cast<double>(parent));
+  child_cow_faults_.Add(of(t)).Increment(static_cast<double>(child));
 }
 
 void Metrics::add_reuse_faults(const std::string& t, uint64_t n) {
-  reuse_faults_.Add({{"target", t}}).Increment(static_cast<double>(n));
+  reuse_faults_.Add(of(t)).Increment(static_cast<double>(n));
 }
 
 void Metrics::add_thp(const std::string& t, uint64_t splits, uint64_t collapses) {
-  thp_splits_.Add({{"target", t}}).Increment(static_cast<double>(splits));
-  thp_collapses_.Add({{"target", t}}).Increment(static_cast<double>(collapses));
+  thp_splits_.Add(of(t)).Increment(static_cast<double>(splits));
+  thp_collapses_.Add(of(t)).Increment(static_cast<double>(collapses));
 }
 
 void Metrics::add_dropped(uint64_t n) { dropped_.Add({}).Increment(static_cast<double>(n)); }
 
 void Metrics::set_memory(const std::string& t, uint64_t rss, uint64_t anon_huge, std::optional<bool> thp_enabled) {
-  rss_.Add({{"target", t}}).Set(static_cast<double>(rss));
-  anon_huge_.Add({{"target", t}}).Set(static_cast<double>(anon_huge));
-  if (thp_enabled) thp_process_.Add({{"target", t}}).Set(*thp_enabled ? 1 : 0);
+  rss_.Add(of(t)).Set(static_cast<double>(rss));
+  anon_huge_.Add(of(t)).Set(static_cast<double>(anon_huge));
+  if (thp_enabled) thp_process_.Add(of(t)).Set(*thp_enabled ? 1 : 0);
 }
 
 void Metrics::set_cgroup_memory(const std::string& t, std::optional<uint64_t> usage, std::optional<uint64_t> limit) {
-  if (usage) cgroup_usage_.Add({{"target", t}}).Set(static_cast<double>(*usage));
+  if (usage) cgroup_usage_.Add(of(t)).Set(static_cast<double>(*usage));
   if (limit) {
-    cgroup_limit_.Add({{"target", t}}).Set(static_cast<double>(*limit));
-  } else if (cgroup_limit_.Has({{"target", t}})) {
-    cgroup_limit_.Remove(&cgroup_limit_.Add({{"target", t}}));
+    cgroup_limit_.Add(of(t)).Set(static_cast<double>(*limit));
+  } else if (cgroup_limit_.Has(of(t))) {
+    cgroup_limit_.Remove(&cgroup_limit_.Add(of(t)));
   }
 }
 
 void Metrics::set_redis(const std::string& t, const redis::Snapshot& s) {
-  redis_up_.Add({{"target", t}}).Set(s.up ? 1 : 0);
+  redis_up_.Add(of(t)).Set(s.up ? 1 : 0);
   mirror_->update(t, s);
   if (!s.up) return;
-  cow_size_.Add({{"target", t}}).Set(static_cast<double>(s.current_cow_size));
-  fork_ratio_.Add({{"target", t}}).Set(s.current_fork_perc / 100.0);
-  keys_processed_.Add({{"target", t}}).Set(static_cast<double>(s.current_save_keys_processed));
-  latest_fork_.Add({{"target", t}}).Set(static_cast<double>(s.latest_fork_usec) / 1e6);
+  cow_size_.Add(of(t)).Set(static_cast<double>(s.current_cow_size));
+  fork_ratio_.Add(of(t)).Set(s.current_fork_perc / 100.0);
+  keys_processed_.Add(of(t)).Set(static_cast<double>(s.current_save_keys_processed));
+  latest_fork_.Add(of(t)).Set(static_cast<double>(s.latest_fork_usec) / 1e6);
 }
 
 void Metrics::add_untracked_forks(const std::string& t, uint64_t n) {
-  untracked_forks_.Add({{"target", t}}).Increment(static_cast<double>(n));
+  untracked_forks_.Add(of(t)).Increment(static_cast<double>(n));
 }
 
-void Metrics::set_untraced(const std::string& t, bool untraced) { untraced_.Add({{"target", t}}).Set(untraced ? 1 : 0); }
+void Metrics::set_untraced(const std::string& t, bool untraced) { untraced_.Add(of(t)).Set(untraced ? 1 : 0); }
 
 void Metrics::add_watch_failure() { watch_failures_.Add({}).Increment(); }
 

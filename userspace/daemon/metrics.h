@@ -19,20 +19,37 @@
 
 #include "correlate/episode.h"
 #include "daemon/web_config.h"
+#include "proc/container.h"
 #include "redis/watcher.h"
 #include "tracer/probe.h"
 
 namespace thptrace::daemon {
 
+// Every target's series carry its container's Kubernetes names beside `target` (namespace, pod,
+// container; empty on a bare host). Shared by the metrics and the mirror, read by the scrape thread.
+class TargetNames {
+ public:
+  void set(const std::string& target, const proc::ContainerNames& n);
+  void forget(const std::string& target);
+  // target, namespace, pod, container, then `extra`.
+  prometheus::Labels labels(const std::string& target, const prometheus::Labels& extra = {}) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, proc::ContainerNames> names_;
+};
+
 // Figures mirrored from Redis as they are (counters Redis keeps itself, and its latency histogram),
 // which prometheus-cpp's own metric types cannot hold: a counter there can only be incremented.
 class RedisMirror : public prometheus::Collectable {
  public:
+  explicit RedisMirror(std::shared_ptr<const TargetNames> names) : names_(std::move(names)) {}
   void update(const std::string& target, const redis::Snapshot& s);
   void forget(const std::string& target);
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
+  std::shared_ptr<const TargetNames> names_;
   mutable std::mutex mu_;
   std::map<std::string, redis::Snapshot> latest_;
 };
@@ -49,6 +66,9 @@ class Metrics {
   // Removes every series labelled with target (a discovered server that exited), Redis's mirrored
   // figures included; add_target() makes them again at zero.
   void remove_target(const std::string& target);
+  // The target's container names (proc::container_names of its process). When they change, its
+  // series are made again under the new names, at zero: another container is another series.
+  void set_names(const std::string& target, const proc::ContainerNames& names);
   void set_probe_modes(const tracer::AttachModes& modes);
   void set_thp_mode(const std::string& enabled, const std::string& defrag);
 
@@ -88,7 +108,12 @@ class Metrics {
   void set_bpf_stats_enabled(bool enabled);
 
  private:
+  prometheus::Labels of(const std::string& target, const prometheus::Labels& extra = {}) const {
+    return names_->labels(target, extra);
+  }
+
   std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<TargetNames> names_;
   std::shared_ptr<RedisMirror> mirror_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   prometheus::Family<prometheus::Counter>& forks_;

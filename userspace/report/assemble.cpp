@@ -59,6 +59,7 @@ Report assemble(const CaptureInputs& in) {
   r.pid = in.pid;
   r.pid_in_namespace = in.pid_in_namespace;
   r.comm = in.comm;
+  r.container = in.container;
   r.probes = in.probes;
   r.huge_alloc = in.huge_alloc;
   r.duration_s = static_cast<double>(in.end_ns - in.start_ns) / 1e9;

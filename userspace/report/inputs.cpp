@@ -226,6 +226,7 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
   if (in.start_realtime_ns) j["realtime_ns"] = {in.start_realtime_ns, in.end_realtime_ns};
   if (!in.hostname.empty() || !in.boot_id.empty()) j["host"] = {{"name", in.hostname}, {"boot_id", in.boot_id}};
   j["comm"] = in.comm;
+  if (!in.container.id.empty()) j["container"] = proc::container_json(in.container);
   j["status_thp_enabled"] = optional_json(in.status_thp_enabled);
   j["probes"] = {{"btf", in.probes.btf}, {"kernel_release", in.probes.kernel_release}};
   for (const auto& f : tracer::kFamilies) j["probes"][f.name] = choice_json(in.probes.at(f.family));
@@ -319,6 +320,7 @@ CaptureInputs inputs_from_json(const json& j) {
   }
   in.pid_in_namespace = j.value("pid_in_namespace", 0);
   in.comm = j.at("comm").get<std::string>();
+  if (j.contains("container")) in.container = proc::container_from(j.at("container"));
   in.status_thp_enabled = optional_from<bool>(j, "status_thp_enabled");
   const auto& p = j.at("probes");
   in.probes.btf = p.at("btf").get<bool>();

@@ -14,6 +14,7 @@
 
 #include "correlate/copies.h"
 #include "proc/cgroup.h"
+#include "proc/container.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
 #include "redis/latency_probe.h"
@@ -43,6 +44,7 @@ struct CaptureInputs {
   // as process_id. 0 when unknown (recordings from before it); written only when set.
   int pid_in_namespace = 0;
   std::string comm;                        // /proc/PID/status Name at the start
+  proc::ContainerNames container;          // its container's id and Kubernetes names; empty on a bare host
   std::optional<bool> status_thp_enabled;  // /proc/PID/status THP_enabled at the start
   tracer::AttachModes probes;              // the modes in use after attach
   tracer::FamilyChoice huge_alloc;

@@ -373,6 +373,7 @@ ordered_json to_json(const Report& r) {
        {{"start", r.anon_huge_pages_kb_start}, {"max", r.anon_huge_pages_kb_max}, {"end", r.anon_huge_pages_kb_end}}},
       {"rss_kb_max", r.rss_kb_max},
       {"exited", r.target_exited}};
+  if (!r.container.id.empty()) j["target"]["container"] = proc::container_json(r.container);
   for (const auto& f : tracer::kFamilies) {
     j["probes"][f.name] = tracer::mode_name(r.probes.at(f.family).mode);
     if (f.family == tracer::Family::redis) j["probes"]["redis_why"] = r.probes.redis.why;
@@ -534,6 +535,7 @@ Report from_json(const nlohmann::json& j) {
   const auto& target = j.at("target");
   r.pid = target.at("pid").get<int>();
   r.comm = target.at("comm").get<std::string>();
+  if (target.contains("container")) r.container = proc::container_from(target.at("container"));
   if (!target.at("thp_enabled_for_process").is_null())
     r.thp_enabled_for_process = target.at("thp_enabled_for_process").get<bool>();
   const auto& ahp = target.at("anon_huge_pages_kb");

@@ -108,6 +108,7 @@ struct Report {
   // as process_id. Equal to pid on a plain host; 0 when unknown.
   int pid_in_namespace = 0;
   std::string comm;
+  proc::ContainerNames container;  // empty id on a bare host
   std::optional<bool> thp_enabled_for_process;
   uint64_t anon_huge_pages_kb_start = 0, anon_huge_pages_kb_max = 0, anon_huge_pages_kb_end = 0;
   uint64_t rss_kb_max = 0;

@@ -74,6 +74,10 @@ using Line = std::function<void(const std::string&)>;
 // Who was captured, where and how: the host, the kernel's THP modes, the attach modes.
 void capture_lines(const Report& r, const Line& line) {
   line(fmt::format("thptrace {} — capture of pid {} ({}) for {:.1f} s", r.version, r.pid, r.comm, r.duration_s));
+  if (!r.container.id.empty())
+    line(fmt::format("container {}{}{}", r.container.id.substr(0, 12),
+                     r.container.pod.empty() ? "" : fmt::format(", pod {}/{}", r.container.ns, r.container.pod),
+                     r.container.container.empty() ? "" : fmt::format(", container {}", r.container.container)));
   if (r.start_realtime_ns)
     line(fmt::format("host {}, from {} to {}", r.hostname.empty() ? "?" : r.hostname, rfc3339_utc(r.start_realtime_ns),
                      rfc3339_utc(r.end_realtime_ns)));
