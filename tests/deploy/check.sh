@@ -111,27 +111,21 @@ config_ok() {
 check "deploy/thptrace.conf has every documented key" config_ok
 
 # --- metrics contract ---------------------------------------------------------------------------
-# Every thptrace_* name used by the rules and the dashboard is a metric of the contract (docs/reference/metrics.md,
-# with the histogram series suffixes), so nothing here depends on a series the daemon does not export.
+# Every thptrace_* name used by the rules and the dashboard is a metric of the contract: a row of the
+# tables of docs/reference/metrics.md (a histogram with its series suffixes), which a unit test
+# (MetricsTargets.EveryFamilyIsDocumentedWithItsType) holds to what the daemon exports. So nothing here
+# depends on a series the daemon does not export.
 contract_ok() {
-  "$py" - "$rules" "$dashboard" <<'EOF'
+  "$py" - "$root/docs/reference/metrics.md" "$rules" "$dashboard" <<'EOF'
 import re, sys
-counters = """forks_total cow_faults_total child_cow_faults_total copies_total copied_bytes_total
-reuse_faults_total thp_splits_total thp_collapses_total
-events_dropped_total redis_forks_total redis_sync_full_total untracked_forks_total
-target_watch_failures_total episodes_reaped_total bpf_program_run_count_total
-bpf_program_run_time_seconds_total replica_syncs_total full_sync_loop_repeats_total""".split()
-gauges = """fork_in_progress anon_huge_pages_bytes rss_bytes thp_enabled_info thp_process_enabled
-probe_info redis_up redis_current_cow_size_bytes redis_current_fork_ratio
-redis_current_save_keys_processed redis_latest_fork_seconds build_info target_untraced
-bpf_map_entries bpf_map_max_entries bpf_stats_enabled memory_cgroup_usage_bytes
-memory_cgroup_limit_bytes""".split()
-histograms = """fork_duration_seconds fork_child_lifetime_seconds fork_cow_faults stall_seconds
-redis_command_latency_seconds redis_client_latency_seconds fork_replicas replica_sync_duration_seconds""".split()
-known = {"thptrace_" + n for n in counters + gauges}
-known |= {"thptrace_" + h + s for h in histograms for s in ("_bucket", "_sum", "_count")}
+known = set()
+for name, kind in re.findall(r"^\| `(thptrace_\w+)` \| (\w+) \|", open(sys.argv[1]).read(), re.M):
+    known |= {name + s for s in ("_bucket", "_sum", "_count")} if kind == "histogram" else {name}
+if len(known) < 30:
+    print(f"only {len(known)} metrics read from {sys.argv[1]}: is its table format changed?")
+    sys.exit(1)
 bad = []
-for path in sys.argv[1:]:
+for path in sys.argv[2:]:
     text = open(path).read()
     # Names after a recording-rule colon (target:thptrace_x:rate1m) are rule outputs, not inputs.
     for m in re.finditer(r"(?<![:\w])thptrace_\w+", text):
@@ -170,8 +164,17 @@ def check_query_variable(name, what, expected):
     if v.get("datasource", {}).get("uid") != "${datasource}":
         errors.append(f"{name} variable does not use ${{datasource}}")
 
-check_query_variable("target", "", 'label_values(thptrace_redis_up{instance=~"$instance"}, target)')
+check_query_variable("target", "",
+                     'label_values(thptrace_redis_up{instance=~"$instance", namespace=~"$namespace", pod=~"$pod"}, target)')
 check_query_variable("instance", "(host) ", "label_values(thptrace_redis_up, instance)")
+check_query_variable("namespace", "(Kubernetes) ", 'label_values(thptrace_redis_up{instance=~"$instance"}, namespace)')
+check_query_variable("pod", "(Kubernetes) ",
+                     'label_values(thptrace_redis_up{instance=~"$instance", namespace=~"$namespace"}, pod)')
+# All must match a Redis on a bare host too, which has no namespace or pod label.
+for name in ("namespace", "pod"):
+    v = variables.get(name, {})
+    if not v.get("includeAll") or v.get("allValue") != ".*":
+        errors.append(f"{name} variable has no All of .* (a bare host's Redis has no {name})")
 
 def uses_ds(obj):
     ds = obj.get("datasource")
@@ -195,8 +198,9 @@ def walk(panels):
                 errors.append(f"panel {title!r} query {t.get('refId')}: datasource is not ${{datasource}}")
             if '$target' not in expr:
                 errors.append(f"panel {title!r} query {t.get('refId')}: expr does not use $target")
-            if '$instance' not in expr:
-                errors.append(f"panel {title!r} query {t.get('refId')}: expr does not use $instance")
+            for var in ("$instance", "$namespace", "$pod"):
+                if var not in expr:
+                    errors.append(f"panel {title!r} query {t.get('refId')}: expr does not use {var}")
             exprs.append((f"panel {title} {t.get('refId')}", expr))
 walk(d.get("panels", []))
 annotations = [a for a in d.get("annotations", {}).get("list", []) if a.get("expr")]
@@ -207,8 +211,9 @@ for a in annotations:
         errors.append(f"annotation {a.get('name')!r}: datasource is not ${{datasource}}")
     if '$target' not in a["expr"]:
         errors.append(f"annotation {a.get('name')!r}: expr does not use $target")
-    if '$instance' not in a["expr"]:
-        errors.append(f"annotation {a.get('name')!r}: expr does not use $instance")
+    for var in ("$instance", "$namespace", "$pod"):
+        if var not in a["expr"]:
+            errors.append(f"annotation {a.get('name')!r}: expr does not use {var}")
     exprs.append((f"annotation {a.get('name')}", a["expr"]))
 if not any("thptrace_fork_in_progress" in a["expr"] or "thptrace_forks_total" in a["expr"]
            for a in annotations):
@@ -217,7 +222,9 @@ wanted = ["thptrace_redis_command_latency_seconds_bucket", "thptrace_forks_total
           "thptrace_fork_duration_seconds", "thptrace_fork_child_lifetime_seconds",
           "thptrace_cow_faults_total", "thptrace_thp_splits_total", "thptrace_thp_collapses_total",
           "thptrace_anon_huge_pages_bytes", "thptrace_stall_seconds", "thptrace_probe_info",
-          "thptrace_events_dropped_total", "thptrace_redis_up"]
+          "thptrace_events_dropped_total", "thptrace_redis_up", "thptrace_copied_bytes_total",
+          "thptrace_last_fork_timestamp_seconds", "thptrace_last_fork_duration_seconds",
+          "thptrace_last_fork_copied_bytes", "thptrace_redis_client_latency_seconds_bucket"]
 alltext = "\n".join(e for _, e in exprs)
 for w in wanted:
     if w not in alltext:
@@ -225,7 +232,7 @@ for w in wanted:
 
 # Each expression, with Grafana's variables substituted, becomes a recording rule for promtool to parse.
 subst = {"$__rate_interval": "1m", "$__interval": "1m", "$__range": "1h", "$target": ".*",
-         "$instance": ".*"}
+         "$instance": ".*", "$namespace": ".*", "$pod": ".*"}
 with open(sys.argv[2], "w") as f:
     f.write("groups:\n  - name: dashboard\n    rules:\n")
     for i, (_, e) in enumerate(exprs):
@@ -238,7 +245,7 @@ if errors:
     sys.exit(1)
 EOF
 }
-check "dashboard: datasource, instance and target variables, every query uses \$datasource, \$instance and \$target" dashboard_ok
+check "dashboard: datasource, instance, namespace, pod and target variables, every query uses them" dashboard_ok
 dashboard_promql_ok() {
   [ -s "$tmp/dashboard.rules.yml" ] || { echo "no queries extracted (see the previous check)"; return 1; }
   prom check rules "$tmp/dashboard.rules.yml"

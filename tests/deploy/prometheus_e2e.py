@@ -77,7 +77,7 @@ def dashboard_exprs(instance, target):
         if a.get("expr"):
             exprs.append((f"annotation '{a['name']}'", a["expr"]))
     subst = {"$__rate_interval": "1m", "$__interval": "5s", "$__range": "5m", "$target": target,
-             "$instance": instance}
+             "$instance": instance, "$namespace": ".*", "$pod": ".*"}
     out = []
     for name, e in exprs:
         for k, v in subst.items():
@@ -168,6 +168,28 @@ def main():
             else:
                 failed += 1
                 print(f"FAIL {name}: no series for {expr} ({r.get('error', 'empty result')})")
+        # The dashboard's first row names the last fork: the AOF rewrite, its freeze as Redis timed
+        # it (within max(25%, 150 us)), its copies (the load wrote while its child lived).
+        def instant(expr):
+            r = http_json(api + urllib.parse.quote(expr))
+            return r["data"]["result"] if r.get("status") == "success" else []
+
+        def expect(what, ok):
+            nonlocal passed, failed
+            passed, failed = (passed + 1, failed) if ok else (passed, failed + 1)
+            print(("PASS " if ok else "FAIL ") + what)
+
+        last = instant(f'topk by (job, instance, target) (1, thptrace_last_fork_timestamp_seconds{{target="{target}"}})')
+        reason = last[0]["metric"].get("reason") if len(last) == 1 else None
+        expect(f"the last fork's reason is aof_rewrite (got {reason})", reason == "aof_rewrite")
+        freeze = instant(f'thptrace_last_fork_duration_seconds{{target="{target}"}}')
+        redis_s = int(info(rport, "latest_fork_usec")) / 1e6
+        got = float(freeze[0]["value"][1]) if freeze else None
+        expect(f"the last fork's freeze {got} s is Redis's latest_fork_usec {redis_s} s",
+               got is not None and abs(got - redis_s) <= max(0.25 * redis_s, 150e-6))
+        copied = instant(f'thptrace_last_fork_copied_bytes{{target="{target}"}}')
+        expect(f"the last fork copied bytes ({copied[0]['value'][1] if copied else None})",
+               bool(copied) and float(copied[0]["value"][1]) > 0)
         daemon.send_signal(signal.SIGTERM)
         code = daemon.wait(30)
         if code == 0:

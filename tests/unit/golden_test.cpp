@@ -65,6 +65,8 @@ std::string replay_daemon(const std::string& name) {
       for (const auto& f : tracer::kFamilies)
         if (p.contains(f.name)) modes.at(f.family) = report::choice_from(p[f.name]);
       exporter = std::make_unique<daemon::Exporter>(metrics, modes);
+      if (const auto o = step.find("realtime_offset_ns"); o != step.end())
+        exporter->set_realtime_offset(o->get<int64_t>());
       continue;
     }
     if (!exporter) throw std::runtime_error("the recording does not start with the probe modes");

@@ -26,7 +26,7 @@ void fill(Metrics& m, const std::string& t) {
   e.child_lifetime_ms = 20;
   e.cow_faults = 7;
   m.on_fork_started(t);
-  m.on_episode(t, e);
+  m.on_episode(t, e, 1.8e9);
   m.on_stall(t, true, 0.001);
   m.set_memory(t, 4096, 0, true);
   m.set_cgroup_memory(t, 8192, 16384);

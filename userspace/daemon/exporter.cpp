@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "daemon/exporter.h"
 
+#include <time.h>
+
 #include <algorithm>
 
 #include "report/inputs.h"
@@ -10,13 +12,18 @@ namespace thptrace::daemon {
 Exporter::Exporter(Metrics& metrics, const tracer::AttachModes& modes)
     : metrics_(metrics), modes_(modes), kernel_splits_(modes.cow_fault.mode == tracer::Mode::fentry) {
   metrics_.set_probe_modes(modes);
+  timespec mono{}, real{};
+  ::clock_gettime(CLOCK_MONOTONIC, &mono);
+  ::clock_gettime(CLOCK_REALTIME, &real);
+  realtime_offset_ns_ =
+      (static_cast<int64_t>(real.tv_sec) - mono.tv_sec) * 1'000'000'000 + (real.tv_nsec - mono.tv_nsec);
 }
 
 void Exporter::record_to(const std::string& record_path) {
   record_ = std::make_unique<std::ofstream>(record_path);
   nlohmann::ordered_json probes;
   for (const auto& f : tracer::kFamilies) probes[f.name] = report::choice_json(modes_.at(f.family));
-  record({{"probes", probes}});
+  record({{"probes", probes}, {"realtime_offset_ns", realtime_offset_ns_}});
 }
 
 void Exporter::record(const nlohmann::ordered_json& step) {
@@ -189,7 +196,7 @@ void Exporter::on_probe_samples(TargetId id, const std::vector<redis::ProbeSampl
 }
 
 void Exporter::export_episode(Target& t, const correlate::ForkEpisode& e) {
-  metrics_.on_episode(t.label, e);
+  metrics_.on_episode(t.label, e, static_cast<double>(static_cast<int64_t>(e.fork_ts_ns) + realtime_offset_ns_) / 1e9);
   t.copies += e.cow_faults;
   if (!kernel_splits_) metrics_.add_thp(t.label, e.thp_splits, 0);
 }

@@ -50,6 +50,9 @@ class Exporter {
   // Writes every input from now on to record_path, one JSON document a line (THPTRACE_RECORD_INPUTS),
   // for tests/unit/golden_test.cpp to replay.
   void record_to(const std::string& record_path);
+  // CLOCK_REALTIME minus CLOCK_MONOTONIC (the kernel records' clock), measured at construction and
+  // recorded; a replay sets the recorded one.
+  void set_realtime_offset(int64_t ns) { realtime_offset_ns_ = ns; }
 
   TargetId add_target(const std::string& label, bool redis_polled);
   // Forgets the target (its correlator, its episodes not yet exported) and removes its series; its
@@ -105,6 +108,7 @@ class Exporter {
   Metrics& metrics_;
   tracer::AttachModes modes_;
   bool kernel_splits_;
+  int64_t realtime_offset_ns_ = 0;
   std::map<TargetId, Target> targets_;
   TargetId next_id_ = 0;
   uint64_t last_dropped_ = 0;

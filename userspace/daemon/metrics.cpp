@@ -250,6 +250,20 @@ Metrics::Metrics()
                           .Help("The latency probe's PINGs, each timed from its due time, by phase: fork while a "
                                 "fork child of the server lived, idle otherwise.")
                           .Register(*registry_)),
+      last_fork_time_(BuildGauge()
+                          .Name("thptrace_last_fork_timestamp_seconds")
+                          .Help("Unix time the last fork of the watched process of each reason started, set when its "
+                                "child has exited.")
+                          .Register(*registry_)),
+      last_fork_duration_(BuildGauge()
+                              .Name("thptrace_last_fork_duration_seconds")
+                              .Help("How long the last fork froze the watched process (its libc fork() call), set "
+                                    "when its child has exited.")
+                              .Register(*registry_)),
+      last_fork_copied_(BuildGauge()
+                            .Name("thptrace_last_fork_copied_bytes")
+                            .Help("Bytes the watched process copied on write while the child of its last fork lived.")
+                            .Register(*registry_)),
       in_progress_(BuildGauge()
                        .Name("thptrace_fork_in_progress")
                        .Help("Fork children of the watched process alive now.")
@@ -404,8 +418,9 @@ void Metrics::remove_target(const std::string& t) {
   for (auto* f : {&fork_duration_, &child_lifetime_, &fork_cow_faults_, &fork_replicas_, &replica_sync_, &stall_,
                   &client_latency_})
     remove_series_of(*f, t, none);
-  for (auto* f : {&in_progress_, &anon_huge_, &rss_, &cgroup_usage_, &cgroup_limit_, &thp_process_, &redis_up_,
-                  &cow_size_, &fork_ratio_, &keys_processed_, &latest_fork_, &untraced_})
+  for (auto* f : {&last_fork_time_, &last_fork_duration_, &last_fork_copied_, &in_progress_, &anon_huge_, &rss_,
+                  &cgroup_usage_, &cgroup_limit_, &thp_process_, &redis_up_, &cow_size_, &fork_ratio_, &keys_processed_,
+                  &latest_fork_, &untraced_})
     remove_series_of(*f, t);
   mirror_->forget(t);
   names_->forget(t);
@@ -441,7 +456,8 @@ void Metrics::on_fork_lost(const std::string& t) {
   if (g.Value() > 0) g.Decrement();
 }
 
-void Metrics::on_episode(const std::string& t, const correlate::ForkEpisode& e) {
+void Metrics::on_episode(const std::string& t, const correlate::ForkEpisode& e,
+                         std::optional<double> fork_unix_seconds) {
   const prometheus::Labels l = of(t, {{"reason", correlate::reason_name(e.reason)}});
   forks_.Add(l).Increment();
   if (e.fork_duration_us) fork_duration_.Add(l, kForkSeconds).Observe(*e.fork_duration_us / 1e6);
@@ -449,6 +465,11 @@ void Metrics::on_episode(const std::string& t, const correlate::ForkEpisode& e) 
   fork_cow_faults_.Add(l, cow_fault_buckets()).Observe(static_cast<double>(e.cow_faults));
   copies_.Add(of(t)).Increment(static_cast<double>(e.cow_faults));
   copied_bytes_.Add(of(t)).Increment(static_cast<double>(e.cow_faults) * kPageBytes);
+  // The last fork, for the dashboard's first row: made at a target's first fork, as a gauge at zero
+  // would read as a fork that froze nothing.
+  if (fork_unix_seconds) last_fork_time_.Add(l).Set(*fork_unix_seconds);
+  if (e.fork_duration_us) last_fork_duration_.Add(of(t)).Set(*e.fork_duration_us / 1e6);
+  last_fork_copied_.Add(of(t)).Set(static_cast<double>(e.cow_faults) * kPageBytes);
   if (e.reason == correlate::Reason::full_sync_disk || e.reason == correlate::Reason::full_sync_diskless ||
       e.reason == correlate::Reason::full_sync_rdb_channel || !e.replicas.empty())
     fork_replicas_.Add(of(t), kReplicas).Observe(static_cast<double>(e.replicas.size()));

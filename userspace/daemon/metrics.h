@@ -75,7 +75,9 @@ class Metrics {
   void on_fork_started(const std::string& target);
   // A started fork that will never be exported (its child is gone without an exit record).
   void on_fork_lost(const std::string& target);
-  void on_episode(const std::string& target, const correlate::ForkEpisode& e);
+  // fork_unix_seconds: when the fork started, as Unix time (the last-fork timestamp; unset without).
+  void on_episode(const std::string& target, const correlate::ForkEpisode& e,
+                  std::optional<double> fork_unix_seconds = std::nullopt);
   void on_stall(const std::string& target, bool compaction, double seconds);
   // One request of the latency probe: during_fork when a fork child of the target lived then.
   void observe_client_latency(const std::string& target, bool during_fork, double seconds);
@@ -133,6 +135,9 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& thp_collapses_;
   prometheus::Family<prometheus::Histogram>& stall_;
   prometheus::Family<prometheus::Histogram>& client_latency_;
+  prometheus::Family<prometheus::Gauge>& last_fork_time_;
+  prometheus::Family<prometheus::Gauge>& last_fork_duration_;
+  prometheus::Family<prometheus::Gauge>& last_fork_copied_;
   prometheus::Family<prometheus::Gauge>& in_progress_;
   prometheus::Family<prometheus::Gauge>& anon_huge_;
   prometheus::Family<prometheus::Gauge>& rss_;

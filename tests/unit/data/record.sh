@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Records the inputs of real runs (a capture with uprobes, one with --force-fallback, a daemon) and
 # the outputs the code of that moment gives them: the golden files of tests/unit/golden_test.cpp.
-# Run as root, from a build directory's thptrace: `bash tests/unit/data/record.sh build/userspace/cli/thptrace`.
+# Run as root, from a build directory's thptrace: `bash tests/unit/data/record.sh build/userspace/cli/thptrace`;
+# a second argument `daemon` records the daemon's files alone.
 # Re-record only on purpose (an output change that is intended), and say why in the commit.
 set -euo pipefail
 bin=$(realpath "$1")
@@ -36,8 +37,10 @@ capture() {  # NAME EXTRA-FLAGS...
   wait "$w"
   redis-cli -p "$port" config set appendonly no >/dev/null
 }
-capture capture_uprobe
-capture capture_fallback --force-fallback
+if [[ ${2:-all} != daemon ]]; then
+  capture capture_uprobe
+  capture capture_fallback --force-fallback
+fi
 
 mport=$(free_port)
 THPTRACE_RECORD_INPUTS="$out/daemon.inputs.jsonl" "$bin" daemon --listen "127.0.0.1:$mport" \
