@@ -3,7 +3,11 @@
 # `cmake --install` installs the binary, the systemd unit and the config; `cpack` builds a .deb that
 # carries them, marks the config as a conffile and depends on Debian's library packages. Neither ships
 # thptrace-bench, which `cmake --install --component bench` installs beside thptrace and the bench
-# component's own package (asked for with CPACK_COMPONENTS_ALL=bench) carries alone.
+# component's own package (asked for with CPACK_COMPONENTS_ALL=bench) carries alone. The package
+# installs on this host with dpkg (its dependencies are the run group of scripts/install-deps.sh),
+# its unit passes `systemd-analyze verify` where it lands, its binary runs, and `dpkg --purge` leaves
+# none of its files; where systemd runs the machine, the unit starts and stops. A host that already
+# has thptrace installed is not touched: that check fails and says so.
 # usage: package_check.sh BUILD_DIR
 set -uo pipefail
 build=$1
@@ -26,7 +30,9 @@ check() {
 has_files() {
   local root=$1
   for f in usr/bin/thptrace usr/lib/systemd/system/thptrace.service etc/thptrace/thptrace.conf \
-    usr/share/thptrace/thptrace.rules.yml usr/share/thptrace/thptrace.json; do
+    usr/share/thptrace/thptrace.rules.yml usr/share/thptrace/thptrace.json usr/share/doc/thptrace/copyright \
+    usr/share/doc/thptrace/README.md usr/share/doc/thptrace/docs/guide/daemon.md \
+    usr/share/doc/thptrace/docs/reference/metrics.md usr/share/doc/thptrace/LICENSES/Apache-2.0.txt; do
     [ -f "$root/$f" ] || { echo "missing $f"; return 1; }
   done
 }
@@ -48,5 +54,41 @@ check "cpack the bench component" cpack -G DEB -B "$tmp/bpkg" --config "$build/C
 bdeb=$(ls "$tmp"/bpkg/thptrace-bench_*.deb 2>/dev/null | head -1)
 check "bench package: thptrace-bench alone, needs thptrace" sh -c "dpkg-deb -c '$bdeb' | grep -q ' ./usr/bin/thptrace-bench\$' &&
   ! dpkg-deb -c '$bdeb' | grep -q ' ./usr/bin/thptrace\$' && dpkg-deb -f '$bdeb' Depends | grep -q '^thptrace (='"
+
+# The package on this host, as an operator installs it, then gone again.
+installed=0
+purge() { [ "$installed" -eq 1 ] && dpkg --purge thptrace >/dev/null 2>&1; installed=0; }
+trap 'purge; rm -rf "$tmp"' EXIT
+not_installed_yet() {
+  if dpkg-query -W -f='${Status}' thptrace 2>/dev/null | grep -q 'installed'; then
+    echo "thptrace is already installed on this host: the install test does not replace it"
+    return 1
+  fi
+}
+install_deb() { dpkg -i "$deb" && installed=1; }
+if check "thptrace not installed before the test" not_installed_yet; then
+  check "dpkg -i" install_deb
+  check "installed unit passes systemd-analyze verify" systemd-analyze verify /usr/lib/systemd/system/thptrace.service
+  check "installed binary runs" /usr/bin/thptrace --version
+  check "installed config and docs" sh -c "[ -f /etc/thptrace/thptrace.conf ] && [ -f /usr/share/doc/thptrace/copyright ]"
+  if [ -d /run/systemd/system ]; then
+    check "the unit starts" systemctl start thptrace.service
+    check "the unit is active" systemctl is-active thptrace.service
+    check "the unit stops" systemctl stop thptrace.service
+  else
+    echo "NOTE systemd is not PID 1 here: the unit's start and stop are not tried"
+  fi
+  gone() {
+    local left
+    left=$(dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\.||' | grep -v '/$' | while read -r f; do
+      [ -e "$f" ] && echo "$f"
+    done)
+    [ -z "$left" ] || { echo "left after purge: $left"; return 1; }
+    [ ! -e /etc/thptrace ] || { echo "/etc/thptrace left after purge"; return 1; }
+  }
+  check "dpkg --purge" sh -c "dpkg --purge thptrace"
+  installed=0
+  check "nothing of the package left" gone
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
