@@ -67,3 +67,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# Unpacked, not installed: Debian's kubectl (kubernetes-client) for `kubectl kustomize` of
+# deploy/kubernetes (tests/deploy/check.sh). Installing it would replace a kubectl the machine may
+# already have from another source; unpacked into a cache it is used by the tests alone.
+kubectl_cache=/var/cache/thptrace/kubernetes-client
+if [[ " ${groups[*]} " == *" test "* ]] && [ ! -x "$kubectl_cache/root/usr/bin/kubectl" ]; then
+  mkdir -p "$kubectl_cache"
+  rm -f "$kubectl_cache"/*.deb
+  (cd "$kubectl_cache" && apt-get download -qq -o APT::Sandbox::User=root kubernetes-client) ||
+    { apt-get update -qq && (cd "$kubectl_cache" && apt-get download -qq -o APT::Sandbox::User=root kubernetes-client); }
+  rm -rf "$kubectl_cache/root"
+  dpkg-deb -x "$kubectl_cache"/kubernetes-client_*.deb "$kubectl_cache/root"
+fi

@@ -13,9 +13,9 @@ rules="$root/deploy/prometheus/thptrace.rules.yml"
 rules_test="$root/deploy/prometheus/tests/thptrace.rules.test.yml"
 prom_config="$root/deploy/prometheus/prometheus.yml"
 dashboard="$root/dashboards/thptrace.json"
-daemonset="$root/deploy/kubernetes/daemonset.yaml"
+daemonset="$root/deploy/kubernetes/base/daemonset.yaml"
 servicemonitor="$root/deploy/kubernetes/servicemonitor.yaml"
-networkpolicy="$root/deploy/kubernetes/networkpolicy.yaml"
+networkpolicy="$root/deploy/kubernetes/base/networkpolicy.yaml"
 max_exposure="2.5"
 # Debian's python3: the one on PATH may be a pyenv build without the yaml module.
 py=/usr/bin/python3
@@ -407,6 +407,70 @@ if errors:
 EOF
 }
 check "kubernetes: NetworkPolicy admits only the labelled scraper to the metrics port" networkpolicy_ok
+
+# The kustomize base renders to the two manifests as they are; the example overlay sets the image,
+# the namespace of every object and the Redis credentials from a Secret it does not carry. Rendered
+# by Debian 12's kubectl (kubernetes-client, unpacked by scripts/install-deps.sh test: its kustomize
+# is the oldest an operator is likely to run, and newer ones read the same files).
+kubectl_bin=/var/cache/thptrace/kubernetes-client/root/usr/bin/kubectl
+kustomize_ok() {
+  if [ ! -x "$kubectl_bin" ]; then
+    echo "no $kubectl_bin: run scripts/install-deps.sh test"
+    return 1
+  fi
+  "$kubectl_bin" kustomize "$root/deploy/kubernetes/base" >"$tmp/base.yaml" || return 1
+  "$kubectl_bin" kustomize "$root/deploy/kubernetes/overlays/example" >"$tmp/overlay.yaml" || return 1
+  "$py" - "$tmp/base.yaml" "$tmp/overlay.yaml" "$daemonset" "$networkpolicy" <<'EOF'
+import sys, yaml
+base, overlay = (list(yaml.safe_load_all(open(p))) for p in sys.argv[1:3])
+files = [d for p in sys.argv[3:5] for d in yaml.safe_load_all(open(p)) if d]
+errors = []
+key = lambda d: (d["kind"], d["metadata"]["name"])
+if sorted(map(key, base)) != sorted(map(key, files)) or any(
+        b != next(f for f in files if key(f) == key(b)) for b in base):
+    errors.append("the base does not render to daemonset.yaml and networkpolicy.yaml as they are")
+if sorted(map(key, overlay)) != sorted(map(key, files)):
+    errors.append(f"the overlay renders {sorted(map(key, overlay))}, not the base's objects")
+for d in overlay:
+    if d["metadata"].get("namespace") != "observability":
+        errors.append(f"{key(d)} is in namespace {d['metadata'].get('namespace')}, not the overlay's")
+    if d["kind"] == "Secret":
+        errors.append("the overlay carries a Secret: credentials are made outside the repository")
+ds = next((d for d in overlay if d["kind"] == "DaemonSet"), None)
+bds = next((d for d in base if d["kind"] == "DaemonSet"), None)
+if ds and bds:
+    c = ds["spec"]["template"]["spec"]["containers"][0]
+    bc = bds["spec"]["template"]["spec"]["containers"][0]
+    if c["image"] != "registry.example.com/platform/thptrace:0.1.0":
+        errors.append(f"the overlay's image is {c['image']}")
+    if c["securityContext"] != bc["securityContext"]:
+        errors.append("the overlay changed the container's securityContext")
+    if ds["spec"]["selector"] != bds["spec"]["selector"]:
+        errors.append("the overlay changed the DaemonSet's selector (immutable once applied)")
+    vols = {v["name"]: v for v in ds["spec"]["template"]["spec"]["volumes"]}
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    secret = vols.get("redis-credentials", {}).get("secret", {})
+    if secret.get("secretName") != "thptrace-redis" or secret.get("defaultMode") != 0o400:
+        errors.append(f"no Secret thptrace-redis mounted with mode 0400: {secret}")
+    m = mounts.get("redis-credentials", {})
+    if m.get("mountPath") != "/etc/thptrace/redis" or not m.get("readOnly"):
+        errors.append(f"the credentials are not mounted read-only at /etc/thptrace/redis: {m}")
+    cmd = c["command"]
+    def arg(flag):
+        return cmd[cmd.index(flag) + 1] if flag in cmd and cmd.index(flag) + 1 < len(cmd) else None
+    if arg("--redis-password-file") != "/etc/thptrace/redis/password" or arg("--redis-cacert") != "/etc/thptrace/redis/ca.crt":
+        errors.append(f"the command does not read the password and CA from the Secret: {cmd}")
+    if "--redis-tls" not in cmd or arg("--redis-user") != "thptrace":
+        errors.append(f"the command does not log in as thptrace over TLS: {cmd}")
+    for kept in bc["command"]:
+        if kept not in cmd:
+            errors.append(f"the overlay's command lost the base's {kept}")
+if errors:
+    print("\n".join(errors))
+    sys.exit(1)
+EOF
+}
+check "kubernetes: kustomize base renders the manifests, the example overlay sets image, namespace and a Secret" kustomize_ok
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -212,7 +212,7 @@ TEST(Containers, DiscoveryWatchesTwoPodsOnTheSamePortByTheirKubernetesNames) {
 }
 
 // The daemon's own image (scripts/container-image.sh thptrace) run with the settings of
-// deploy/kubernetes/daemonset.yaml: host PID namespace, its own network namespace, uid 0 with only
+// deploy/kubernetes/base/daemonset.yaml: host PID namespace, its own network namespace, uid 0 with only
 // BPF, PERFMON, SYS_PTRACE and DAC_READ_SEARCH, no privilege escalation, a read-only root, /sys/kernel/btf
 // and the THP sysfs directory mounted read-only, its default command (daemon --discover --listen
 // 0.0.0.0:9966). podman's default seccomp profile (Debian 12) allows bpf() and perf_event_open() only
