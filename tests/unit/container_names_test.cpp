@@ -65,6 +65,9 @@ TEST(ContainerNames, KubernetesNamesFromTheBundlesAnnotations) {
   EXPECT_EQ(n.pod,
             "a\xc3\xa9"
             "b");
+  // A control character cannot break a line or a label: it is written visibly.
+  n = names_from_oci_config(R"({"annotations":{"io.kubernetes.pod.name":"a\nb\u001b[31m"}})");
+  EXPECT_EQ(n.pod, "a\\x0ab\\x1b[31m");
 }
 
 TEST(ContainerNames, PodmansOwnName) {

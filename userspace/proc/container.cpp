@@ -28,7 +28,9 @@ bool is_hex_id(std::string_view s) {
   return true;
 }
 
-std::string clean(std::string_view s) { return text::valid_utf8(s.substr(0, kMaxName)); }
+// A name as every writer may take it: valid UTF-8, control characters written visibly (a label value,
+// a report line and a log line alike), cut to a Kubernetes name's length.
+std::string clean(std::string_view s) { return text::printable(s.substr(0, kMaxName)); }
 
 // The first string value of `keys` in the object j.
 std::string first_of(const nlohmann::json& j, std::initializer_list<const char*> keys) {
