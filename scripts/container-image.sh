@@ -6,8 +6,9 @@
 #
 #   container-image.sh redis              -> localhost/thptrace-redis:<key>   (redis-server, redis-cli)
 #   container-image.sh thptrace BUILD_DIR -> localhost/thptrace:<version>     (the daemon of BUILD_DIR)
-#                                            thptrace alone: the image that runs on every host does not
-#                                            carry thptrace-bench (load generator and experiments)
+#                                            from the Debian package `cpack -G DEB` makes of that build,
+#                                            as an operator installs it (binary, config, docs, licenses;
+#                                            no thptrace-bench), and the libraries its binary links
 #
 # Prints the image name on stdout. The .deb files are cached in /var/cache/thptrace-containers and an
 # image is rebuilt only when its key (package versions, this script, the binary) changes, so only the
@@ -82,16 +83,20 @@ case $kind in
     ;;
   thptrace)
     build=${2:?usage: container-image.sh thptrace BUILD_DIR}
-    bin=$build/userspace/cli/thptrace
-    [ -x "$bin" ] || bin=$build/thptrace
-    [ -x "$bin" ] || { echo "container-image.sh: no thptrace binary in $build" >&2; exit 2; }
-    version=$("$bin" --version | awk '{print $2}')
+    [ -f "$build/CPackConfig.cmake" ] || { echo "container-image.sh: $build is not a configured build directory" >&2; exit 2; }
+    work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+    root=$work/root
+    if ! cpack -G DEB -B "$work/pkg" --config "$build/CPackConfig.cmake" >"$work/cpack.log" 2>&1; then
+      echo "container-image.sh: cpack could not package $build:" >&2
+      cat "$work/cpack.log" >&2
+      exit 1
+    fi
+    deb=$(ls "$work"/pkg/thptrace_*.deb)
+    version=$(dpkg-deb -f "$deb" Version)
     name=localhost/thptrace:$version
-    pkgs=($(library_packages "$bin"))
-    root=$(mktemp -d); trap 'rm -rf "$root"' EXIT
     base_root "$root"
-    unpack_packages "$root" "${pkgs[@]}"
-    install -m 0755 "$bin" "$root/usr/bin/thptrace"
+    dpkg-deb -x "$deb" "$root"
+    unpack_packages "$root" $(library_packages "$root/usr/bin/thptrace")
     # The binary changes with every build: the image is replaced, not kept.
     "${podman_cmd[@]}" rmi -f "$name" >/dev/null 2>&1 || true
     import_image "$root" "$name" --change 'ENTRYPOINT ["thptrace"]' --change 'CMD ["daemon", "--discover", "--listen", "0.0.0.0:9966"]' \

@@ -211,7 +211,7 @@ TEST(Containers, DiscoveryWatchesTwoPodsOnTheSamePortByTheirKubernetesNames) {
   EXPECT_EQ(daemon.wait(30s), 0) << daemon.err();
 }
 
-// The daemon's own image (scripts/container-image.sh thptrace) run with the settings of
+// The daemon's own image (scripts/container-image.sh thptrace, from this build's .deb) run with the settings of
 // deploy/kubernetes/base/daemonset.yaml: host PID namespace, its own network namespace, uid 0 with only
 // BPF, PERFMON, SYS_PTRACE and DAC_READ_SEARCH, no privilege escalation, a read-only root, /sys/kernel/btf
 // and the THP sysfs directory mounted read-only, its default command (daemon --discover --listen
@@ -220,8 +220,8 @@ TEST(Containers, DiscoveryWatchesTwoPodsOnTheSamePortByTheirKubernetesNames) {
 TEST(Containers, DaemonFromItsImageWithTheDaemonSetSettings) {
   REQUIRE_BPF();
   REQUIRE_PODMAN();
-  const std::string bin = thptrace_bin();
-  const std::string image = container_image("thptrace", bin.substr(0, bin.rfind('/')));
+  // Built from the Debian package of this build, as an operator's would be.
+  const std::string image = container_image("thptrace", THPTRACE_BUILD_ROOT);
   RedisContainer redis(RedisContainer::Network::bridge);
   redis.cmd({"DEBUG", "POPULATE", "20000", "key", "100"});
   const std::string dir = make_temp_dir("thptrace-seccomp-");
