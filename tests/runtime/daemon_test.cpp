@@ -329,7 +329,14 @@ TEST(Daemon, ClientLatencyByPhaseShowsTheFreezes) {
   for (int i = 0; i < 50 && slow < 90; ++i, std::this_thread::sleep_for(100ms)) slow = idle_slow();
   // At 1,000 a second, the requests due in the sleep's first 100 ms waited more than 100 ms.
   EXPECT_GE(slow, 90) << d.scrape();
+#if defined(__SANITIZE_ADDRESS__)
+  // Under ASan the probe's thread, several times slower, sends the requests due right after the
+  // sleep a little late (115 in one sanitizer run on two busy CPUs): a wider upper bound; the lower
+  // one, which a probe timing from each send instead of its due time would miss, is unchanged.
+  EXPECT_LE(slow, 130) << d.scrape();
+#else
   EXPECT_LE(slow, 110) << d.scrape();
+#endif
   redis.cmd({"BGSAVE"});
   ASSERT_EQ(d.wait_for(
                 series("thptrace_forks_total", target, "bgsave"), [](double v) { return v >= 1; }, 60s),
