@@ -77,8 +77,7 @@ std::string replay_daemon(const std::string& name) {
       exporter->remove_target(ids.at(step["remove_target"].get<std::string>()));
     } else if (step.contains("follow")) {
       proc::ContainerNames names;
-      if (const auto c = step.find("container"); c != step.end())
-        names = {c->at("id"), c->at("namespace"), c->at("pod"), c->at("name")};
+      if (const auto c = step.find("container"); c != step.end()) names = proc::container_from(*c);
       exporter->follow(ids.at(step["follow"].get<std::string>()), step["pid"].get<pid_t>(), names);
     } else if (step.contains("forget")) {
       exporter->forget(ids.at(step["forget"].get<std::string>()), step["child_pid"].get<uint32_t>());

@@ -55,9 +55,7 @@ void Exporter::remove_target(TargetId id) {
 
 void Exporter::follow(TargetId id, pid_t pid, const proc::ContainerNames& names) {
   Target& t = targets_.at(id);
-  record({{"follow", t.label},
-          {"pid", pid},
-          {"container", {{"id", names.id}, {"namespace", names.ns}, {"pod", names.pod}, {"name", names.container}}}});
+  record({{"follow", t.label}, {"pid", pid}, {"container", proc::container_json(names)}});
   if (pid) metrics_.set_names(t.label, names);
   t.correlator.retarget(static_cast<uint32_t>(pid));
   t.last = {};  // a new process's counters start at zero
