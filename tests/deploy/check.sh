@@ -462,6 +462,16 @@ if ds and bds:
         errors.append(f"the command does not read the password and CA from the Secret: {cmd}")
     if "--redis-tls" not in cmd or arg("--redis-user") != "thptrace":
         errors.append(f"the command does not log in as thptrace over TLS: {cmd}")
+    # Each --redis-auth rule reads a Secret mounted read-only as a directory, mode 0400.
+    rules = [cmd[i + 1] for i, a in enumerate(cmd[:-1]) if a == "--redis-auth"]
+    if not rules:
+        errors.append(f"the overlay has no --redis-auth rule: {cmd}")
+    for rule in rules:
+        match, _, path = rule.partition("=")
+        m = next((m for m in c["volumeMounts"] if m["mountPath"] == path), None)
+        v = vols.get(m["name"], {}).get("secret", {}) if m else {}
+        if not match or not m or not m.get("readOnly") or not v.get("secretName") or v.get("defaultMode") != 0o400:
+            errors.append(f"--redis-auth {rule}: not a Secret mounted read-only with mode 0400 at {path}")
     for kept in bc["command"]:
         if kept not in cmd:
             errors.append(f"the overlay's command lost the base's {kept}")
@@ -470,7 +480,7 @@ if errors:
     sys.exit(1)
 EOF
 }
-check "kubernetes: kustomize base renders the manifests, the example overlay sets image, namespace and a Secret" kustomize_ok
+check "kubernetes: kustomize base renders the manifests, the example overlay sets image, namespace, a Secret and a login per pod group" kustomize_ok
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -25,6 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(thptrace::redis::parse_address(o->listen).has_value());
     for (const auto& r : o->redis) FUZZ_CHECK(thptrace::redis::parse_address(r).has_value());
     for (const int p : o->pids) FUZZ_CHECK(p > 0);
+    for (const auto& r : o->redis_auth) FUZZ_CHECK(!r.match.empty() && !r.path.empty() && r.path.front() == '/');
     FUZZ_CHECK(o->poll_interval_ms >= 10 && o->poll_interval_ms <= 60000);
     FUZZ_CHECK(o->idle_poll_interval_ms >= o->poll_interval_ms &&
                (o->idle_poll_interval_ms <= 5000 || o->idle_poll_interval_ms == o->poll_interval_ms));

@@ -167,11 +167,18 @@ TEST(Containers, DiscoveryWatchesTwoPodsOnTheSamePortByTheirKubernetesNames) {
     return std::vector<std::string>{"io.kubernetes.pod.namespace=shop", "io.kubernetes.pod.name=" + name,
                                     "io.kubernetes.container.name=redis"};
   };
-  RedisContainer p0(RedisContainer::Network::bridge, {}, pod("cache-0"));
+  // cache-0 lets in only its ACL user, whose login the daemon has for that pod alone.
+  RedisContainer p0(RedisContainer::Network::bridge, {"--user", "thptrace", "on", ">cache-0-secret", "~*", "+@all"},
+                    pod("cache-0"));
+  p0.cmd({"ACL", "SETUSER", "default", "off"});
   RedisContainer p1(RedisContainer::Network::bridge, {}, pod("cache-1"));
   RedisContainer host(RedisContainer::Network::host);
+  const std::string secret = make_temp_dir("thptrace-pod-secret-");
+  std::ofstream(secret + "/username") << "thptrace\n";
+  std::ofstream(secret + "/password") << "cache-0-secret\n";
   const int port = free_port();
-  Process daemon({thptrace_bin(), "daemon", "--listen", "127.0.0.1:" + std::to_string(port), "--discover"});
+  Process daemon({thptrace_bin(), "daemon", "--listen", "127.0.0.1:" + std::to_string(port), "--discover",
+                  "--redis-auth", "shop/cache-0=" + secret});
   const auto series = [](const std::string& metric, const std::string& name, const std::string& reason = "") {
     return metric + "{container=\"redis\",namespace=\"shop\",pod=\"" + name + "\"," +
            (reason.empty() ? "" : "reason=\"" + reason + "\",") + "target=\"127.0.0.1:6379@shop/" + name + "\"}";
@@ -184,6 +191,9 @@ TEST(Containers, DiscoveryWatchesTwoPodsOnTheSamePortByTheirKubernetesNames) {
       std::this_thread::sleep_for(200ms);
     return v;
   };
+  // Both up: cache-0 with the login its rule names (a process's pod is the runtime's record, so the
+  // rule is the operator's word that the login goes there), cache-1 without AUTH (sent that login,
+  // a server with no ACL user of that name would refuse it).
   for (const char* name : {"cache-0", "cache-1"})
     EXPECT_EQ(wait_metric(series("thptrace_redis_up", name), 1), 1)
         << name << "\n"
@@ -209,6 +219,8 @@ TEST(Containers, DiscoveryWatchesTwoPodsOnTheSamePortByTheirKubernetesNames) {
   ASSERT_EQ(report["forks"].size(), 1u) << report.dump(2);
   daemon.signal(SIGTERM);
   EXPECT_EQ(daemon.wait(30s), 0) << daemon.err();
+  EXPECT_EQ(daemon.err().find("cache-0-secret"), std::string::npos) << daemon.err();
+  std::filesystem::remove_all(secret);
 }
 
 // The daemon's own image (scripts/container-image.sh thptrace, from this build's .deb) run with the settings of

@@ -436,6 +436,66 @@ TEST(SecureRedis, DaemonWatchesTlsAndUnixServersAndRereadsItsKeyOnSighup) {
   std::filesystem::remove_all(keys);
 }
 
+// One daemon, three Redis with three logins: --redis-auth gives one server's its password file, another
+// its ACL user and password from a directory laid out as a mounted Kubernetes basic-auth Secret, and the
+// third, no rule matching it, the daemon's --redis-password-file. Each server accepts only its own login.
+// The Secret starts with a stale password: that server alone is refused; the kubelet's way of rotating
+// it (a new ..data directory swapped in) and SIGHUP bring it up, the others untouched. No password is
+// ever logged.
+TEST(SecureRedis, DaemonSendsEachTargetTheLoginItsRuleNames) {
+  REQUIRE_BPF();
+  RedisServer by_file({"--requirepass", "pw-of-the-first"});
+  RedisServer by_secret({"--user", "thptrace", "on", ">pw-of-the-second", "~*", "+@all"});
+  by_secret.cmd({"ACL", "SETUSER", "default", "off"});  // only the ACL user gets in
+  const auto as_thptrace = [&](const std::vector<std::string>& args) {
+    redis::ConnectError error;
+    auto c = redis::Client::connect({"127.0.0.1", by_secret.port()},
+                                    {.user = "thptrace", .password = "pw-of-the-second", .timeout = 5s}, &error);
+    return c ? c->command(args) : std::nullopt;
+  };
+  RedisServer by_default({"--requirepass", "pw-of-the-third"});
+  const std::string dir = make_temp_dir("thptrace-auth-rules-");
+  { std::ofstream(dir + "/first") << "pw-of-the-first\n"; }
+  { std::ofstream(dir + "/default") << "pw-of-the-third\n"; }
+  const auto secret_version = [&](const std::string& version, const std::string& password) {
+    std::filesystem::create_directories(dir + "/secret/" + version);
+    std::ofstream(dir + "/secret/" + version + "/username") << "thptrace";
+    std::ofstream(dir + "/secret/" + version + "/password") << password;
+    std::filesystem::create_directory_symlink(version, dir + "/secret/..data_tmp");
+    std::filesystem::rename(dir + "/secret/..data_tmp", dir + "/secret/..data");  // atomic, as the kubelet does
+  };
+  secret_version("..2026_12_03_10_00_00.1", "a-stale-one");
+  std::filesystem::create_symlink("..data/username", dir + "/secret/username");
+  std::filesystem::create_symlink("..data/password", dir + "/secret/password");
+  Daemon d({"--redis", by_file.address(), "--redis", by_secret.address(), "--redis", by_default.address(),
+            "--redis-auth", "127.0.0.1:" + std::to_string(by_secret.port()) + "=" + dir + "/secret", "--redis-auth",
+            "127.0.0.1:" + std::to_string(by_file.port()) + "=" + dir + "/first", "--redis-password-file",
+            dir + "/default"});
+  EXPECT_EQ(d.wait_for(series("thptrace_redis_up", by_file.address()), 1), 1) << d.proc().err();
+  EXPECT_EQ(d.wait_for(series("thptrace_redis_up", by_default.address()), 1), 1) << d.proc().err();
+  ASSERT_TRUE(d.proc().wait_stderr_line(
+      by_secret.address() + ": Redis not reachable (Redis at " + by_secret.address() + " rejected the credentials",
+      30s))
+      << d.proc().err();
+  EXPECT_EQ(d.value(series("thptrace_redis_up", by_secret.address())), 0);
+
+  secret_version("..2026_12_03_11_00_00.2", "pw-of-the-second");
+  d.proc().signal(SIGHUP);
+  ASSERT_TRUE(d.proc().wait_stderr_line("reloaded the Redis password, --redis-auth and TLS files", 10s))
+      << d.proc().err();
+  EXPECT_EQ(d.wait_for(series("thptrace_redis_up", by_secret.address()), 1), 1) << d.proc().err();
+  for (const RedisServer* s : {&by_file, &by_default}) EXPECT_EQ(d.value(series("thptrace_redis_up", s->address())), 1);
+  // Up on a server with the default user off: the Secret's username went with its password.
+  EXPECT_EQ(as_thptrace({"ACL", "WHOAMI"}), "thptrace");
+  const std::string err = d.proc().err();
+  for (const char* secret : {"pw-of-the-first", "pw-of-the-second", "pw-of-the-third", "a-stale-one"})
+    EXPECT_EQ(err.find(secret), std::string::npos) << secret << " was logged:\n" << err;
+  d.proc().signal(SIGTERM);
+  EXPECT_EQ(d.proc().wait(30s), 0) << d.proc().err();
+  as_thptrace({"ACL", "SETUSER", "default", "on"});  // for the fixture's own SHUTDOWN
+  std::filesystem::remove_all(dir);
+}
+
 // --discover reads how each server listens from its own sockets: the unix-only one by its socket,
 // the TLS-only one on its tls-port with the daemon's TLS settings; one whose certificate no CA of
 // ours signed is still traced in the kernel and reported unreachable with the reason.

@@ -162,8 +162,11 @@ TEST(Discovery, CredentialsAreWithheldFromRoutesNobodyAllowed) {
     (r.withheld.empty() ? allowed : withheld).push_back(r.address.str() + (r.tls ? "+tls" : ""));
   EXPECT_EQ(allowed, (std::vector<std::string>{"127.0.0.1:6379+tls", "127.0.0.1:6380+tls", "127.0.0.1:6380"}));
   EXPECT_EQ(withheld, (std::vector<std::string>{"unix:/run/redis.sock", "127.0.0.1:6379"}));
-  for (const auto& r : s.routes)
-    if (!r.withheld.empty()) EXPECT_NE(r.withheld.find("/tmp/redis-server"), std::string::npos) << r.withheld;
+  for (const auto& r : s.routes) {
+    if (!r.withheld.empty()) {
+      EXPECT_NE(r.withheld.find("/tmp/redis-server"), std::string::npos) << r.withheld;
+    }
+  }
   auto trusted = daemon::plan_routes(l, "", tls, nullptr, true);
   daemon::withhold_credentials(trusted, {}, true, "");
   for (const auto& r : trusted.routes) EXPECT_TRUE(r.withheld.empty()) << r.address.str();

@@ -110,9 +110,11 @@ TEST(Findings, RankedByImpactWithIdsAndEvidence) {
   EXPECT_GT(copies - f.begin(), 0);
   EXPECT_FALSE(copies->impact_ms);
   EXPECT_DOUBLE_EQ(copies->evidence["stall_ms"].get<double>(), 12.0);
-  for (size_t i = 1; i < f.size(); ++i)
-    if (f[i - 1].severity != report::Severity::critical && f[i].severity != report::Severity::critical)
+  for (size_t i = 1; i < f.size(); ++i) {
+    if (f[i - 1].severity != report::Severity::critical && f[i].severity != report::Severity::critical) {
       EXPECT_GE(f[i - 1].impact_ms.value_or(0), f[i].impact_ms.value_or(0)) << f[i - 1].id << " before " << f[i].id;
+    }
+  }
   // In the JSON each is an object.
   const auto j = report::to_json(r)["findings"][0];
   EXPECT_EQ(j["id"], "fork_freeze");

@@ -41,7 +41,7 @@ struct CorrelatorOptions {
   // Redis is polled: an episode the uprobes did not name waits for a poll after its child's exit.
   bool redis_polled = false;
   // repl-diskless-sync ("yes"/"no"/"") until a snapshot says otherwise.
-  std::string repl_diskless_sync;
+  std::string repl_diskless_sync{};
   // A long-running consumer (the daemon): keep the INFO and vmstat history only back to the oldest
   // fork not yet taken, drop latency histograms, and let go of a fork whose exit never came.
   bool bounded_history = false;

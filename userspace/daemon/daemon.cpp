@@ -79,6 +79,9 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
     auto credentials = redis::load_credentials(options_.redis_settings, &error);
     if (!credentials) throw FatalError(kExitUsage, error);
     credentials_ = std::move(*credentials);
+    auto rules = load_credential_rules(options_.redis_auth, options_.redis_settings.user, &error);
+    if (!rules) throw FatalError(kExitUsage, error);
+    auth_rules_ = std::move(*rules);
   }
   if (options_.discover) discover_tls_ = discovery_tls();
   require_vmlinux_btf();
@@ -102,7 +105,8 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
   for (const auto& text : options_.redis) {
     const auto addr = redis::parse_address(text);
     if (!addr) throw FatalError(kExitUsage, "--redis " + text + ": expected " + redis::kAddressForms + ".");
-    add_target(addr->str(), {{*addr, redis::tls_for(credentials_, *addr)}}, 0, false);
+    add_target(addr->str(), {{*addr, redis::tls_for(credentials_, *addr)}}, 0, false, 0,
+               match_rule(auth_rules_, addr->str(), {}).index);
   }
   for (const int pid : options_.pids) {
     const auto st = proc::read_status(pid);
@@ -125,9 +129,12 @@ Daemon::~Daemon() {
 }
 
 Daemon::Target& Daemon::add_target(const std::string& label, std::vector<redis::Route> routes, pid_t pid,
-                                   bool discovered, pid_t netns_pid) {
+                                   bool discovered, pid_t netns_pid, int auth_rule) {
   auto t = std::make_unique<Target>();
   t->label = label;
+  t->auth_rule = auth_rule;
+  const Login login = login_of(*t);
+  if (auth_rule >= 0) log::debug("{}: sent the login of --redis-auth {}", label, auth_rules_[auth_rule].match);
   if (!routes.empty()) t->address = routes.front().address;
   t->routes = routes;
   t->netns_pid = netns_pid;
@@ -139,8 +146,8 @@ Daemon::Target& Daemon::add_target(const std::string& label, std::vector<redis::
     const Exporter::TargetId id = t->id;
     t->watcher = start_watcher(
         redis::Watcher::Options{.address = routes.front().address,
-                                .user = options_.redis_settings.user,
-                                .password = credentials_.password,
+                                .user = login.user,
+                                .password = login.password,
                                 .tls = routes.front().tls,
                                 .netns_pid = netns_pid,
                                 .outside = routes.front().outside,
@@ -159,8 +166,8 @@ Daemon::Target& Daemon::add_target(const std::string& label, std::vector<redis::
       t->probe = in_thread_holding("thptrace-probe", caps, [&] {
         return std::make_unique<redis::LatencyProbe>(
             redis::LatencyProbe::Options{.routes = routes,
-                                         .connect = {.user = options_.redis_settings.user,
-                                                     .password = credentials_.password,
+                                         .connect = {.user = login.user,
+                                                     .password = login.password,
                                                      .timeout = std::chrono::milliseconds(2000),
                                                      .ping = routes.size() > 1},
                                          .netns_pid = netns_pid,
@@ -216,10 +223,11 @@ void Daemon::resolve(Target& t, int64_t process_id) {
   // A poll answered just before a restart can arrive after the old process's exit; a server may
   // also change its process_id at every poll: either way one search at a time, a few seconds apart.
   if (!t.locate_pacing.try_start(std::chrono::steady_clock::now())) return;
+  const Login login = login_of(t);
   Locator::Request r{.target = t.id,
                      .tcp = {},
-                     .connect = {.user = options_.redis_settings.user,
-                                 .password = credentials_.password,
+                     .connect = {.user = login.user,
+                                 .password = login.password,
                                  .timeout = std::chrono::milliseconds(2000),
                                  .netns_pid = t.netns_pid},
                      .process_id = process_id};
@@ -382,13 +390,21 @@ void Daemon::discover() {
       continue;
     }
     const std::string addr_text = address_from_title(proc::read_file("/proc/" + std::to_string(pid) + "/cmdline", 4096).value_or(""));
-    // TLS first when there is a password to send: it goes where a certificate was verified first.
-    auto found = discover_server(pid, addr_text, discover_tls_, !credentials_.password.empty());
+    const proc::ContainerNames names = proc::container_names(pid);
+    auto found = discover_server(pid, addr_text, discover_tls_, false);
     if (found.netns_pid)
-      found.label =
-          container_scoped_label(found.label, proc::container_names(pid), proc::in_other_network_namespace(pid));
+      found.label = container_scoped_label(found.label, names, proc::in_other_network_namespace(pid));
+    // Its login: a --redis-auth rule's for its label or its pod, else the daemon's own. A rule that
+    // named its pod is the operator's word for where that login goes (the runtime, not the process,
+    // recorded the pod's name); any other login goes where the credential policy allows.
+    const RuleMatch rule = match_rule(auth_rules_, found.label, names);
+    // TLS first when there is a password to send: it goes where a certificate was verified first
+    // (plan_routes' tls_first order, kept otherwise).
+    if (!(rule.index >= 0 ? auth_rules_[rule.index].login.password : credentials_.password).empty())
+      std::stable_partition(found.routes.begin(), found.routes.end(), [](const auto& r) { return r.tls != nullptr; });
     std::string why_not_exe;
-    const bool exe_allowed = runs_allowed_executable(pid, options_.discover_credentials_exe, &why_not_exe);
+    const bool exe_allowed =
+        rule.by_pod || runs_allowed_executable(pid, options_.discover_credentials_exe, &why_not_exe);
     withhold_credentials(found, {options_.discover_credentials_exe, options_.discover_credentials_address}, exe_allowed,
                          why_not_exe);
     // An instance already watched by address picks up its new pid through INFO. A server with no
@@ -405,7 +421,7 @@ void Daemon::discover() {
           "CAP_SYS_ADMIN): reaching it from outside, by {}",
           pid, found.netns_refused, routes.empty() ? "no address (it listens on loopback only)" : routes);
     log::debug("discovered redis-server pid {} as {}; reaching it by {}", pid, found.label, routes.empty() ? "nothing" : routes);
-    add_target(found.label, std::move(found.routes), pid, true, found.netns_pid);
+    add_target(found.label, std::move(found.routes), pid, true, found.netns_pid, rule.index);
     declined_.erase(pid);
     ++discovered;
   }
@@ -428,13 +444,27 @@ void Daemon::reload_credentials() {
     log::warn("SIGHUP: {} Keeping the credentials already loaded.", error);
     return;
   }
+  auto rules = load_credential_rules(options_.redis_auth, options_.redis_settings.user, &error);
+  if (!rules) {
+    log::warn("SIGHUP: {} Keeping the credentials already loaded.", error);
+    return;
+  }
   credentials_ = std::move(*credentials);
+  auth_rules_ = std::move(*rules);
   if (options_.discover) discover_tls_ = discovery_tls();
   for (auto& t : targets_) {
-    if (t->watcher) t->watcher->set_credentials(credentials_.password, t->discovered ? discover_tls_ : credentials_.tls);
-    if (t->probe) t->probe->set_password(credentials_.password);
+    Login login = login_of(*t);
+    if (t->watcher)
+      t->watcher->set_credentials(login.user, login.password, t->discovered ? discover_tls_ : credentials_.tls);
+    if (t->probe) t->probe->set_credentials(std::move(login.user), std::move(login.password));
   }
-  fmt::print(stderr, "thptrace: SIGHUP: reloaded the Redis password and TLS files\n");
+  fmt::print(stderr, "thptrace: SIGHUP: reloaded the Redis password{} and TLS files\n",
+             auth_rules_.empty() ? "" : ", --redis-auth");
+}
+
+Login Daemon::login_of(const Target& t) const {
+  if (t.auth_rule >= 0) return auth_rules_[t.auth_rule].login;
+  return {options_.redis_settings.user, credentials_.password};
 }
 
 void Daemon::report_reachability(Target& t) {

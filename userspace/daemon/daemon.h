@@ -60,6 +60,7 @@ class Daemon {
     bool exited = false;  // discovered, and its process is gone: removed by remove_exited()
     Exporter::TargetId id = 0;
     std::vector<redis::Route> routes;  // how its Redis is reached, in order (none: no Redis side)
+    int auth_rule = -1;                // the --redis-auth rule of its login; -1: the daemon's own
     pid_t netns_pid = 0;               // see Watcher::Options
     // The process_id INFO gave when pid was found (from the kernel's socket tables, or /proc for a
     // discovered server), and the pace of the searches for it (Locator, off the main loop).
@@ -81,10 +82,13 @@ class Daemon {
     proc::SampleCadence sample_cadence{kIdleExtrasEvery};
   };
 
-  // routes: how to reach its Redis, in order (none: no Redis side); netns_pid: see Watcher::Options.
+  // routes: how to reach its Redis, in order (none: no Redis side); netns_pid: see Watcher::Options;
+  // auth_rule: the --redis-auth rule whose login it is sent, -1 for --redis-user/--redis-password-file.
   Target& add_target(const std::string& label, std::vector<redis::Route> routes, pid_t pid, bool discovered,
-                     pid_t netns_pid = 0);
-  // SIGHUP: reads the password and TLS files again and hands them to every watcher.
+                     pid_t netns_pid = 0, int auth_rule = -1);
+  // The user and password a target's Redis is sent (routes marked withheld are sent neither).
+  Login login_of(const Target& t) const;
+  // SIGHUP: reads the password, --redis-auth and TLS files again and hands them to every watcher.
   void reload_credentials();
   // The TLS context discovered TLS ports are tried with: --redis-tls's, else the system's CAs.
   std::shared_ptr<const redis::TlsContext> discovery_tls() const;
@@ -132,6 +136,7 @@ class Daemon {
 
   DaemonOptions options_;
   redis::Credentials credentials_;
+  std::vector<LoadedRule> auth_rules_;                     // --redis-auth, in the order given
   std::shared_ptr<const redis::TlsContext> discover_tls_;  // for discovered TLS ports
   tracer::AttachModes modes_;
   std::unique_ptr<tracer::Tracer> tracer_;

@@ -32,6 +32,10 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
       "compared by inode; repeatable)")(
       "discover-credentials-address", po::value<std::vector<std::string>>()->composing(),
       "--discover: send the Redis credentials to a server reached at this HOST:PORT or unix:/PATH (repeatable)")(
+      "redis-auth", po::value<std::vector<std::string>>()->composing(),
+      "MATCH=PATH: the Redis login of the targets whose label or NAMESPACE/POD matches the glob MATCH: PATH is "
+      "a directory with `password` and `username` (a mounted basic-auth Secret) or a password file; the first "
+      "match wins, others use --redis-password-file (repeatable)")(
       "latency-probe", po::value<uint32_t>()->default_value(100),
       "PINGs a second to each Redis, each timed from its due time, for thptrace_redis_client_latency_seconds "
       "(0 = off)")("poll-interval-ms", po::value<int>()->default_value(100),
@@ -83,6 +87,13 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
     if (p <= 0) throw FatalError(kExitUsage, "--pid " + std::to_string(p) + ": expected a positive process id.");
   o.redis_settings = redis_connection_settings(vm);
   if (const auto wrong = redis::check_settings(o.redis_settings); !wrong.empty()) throw FatalError(kExitUsage, wrong);
+  if (vm.count("redis-auth"))
+    for (const auto& text : vm["redis-auth"].as<std::vector<std::string>>()) {
+      std::string error;
+      auto rule = parse_credential_rule(text, &error);
+      if (!rule) throw FatalError(kExitUsage, error);
+      o.redis_auth.push_back(std::move(*rule));
+    }
   o.discover = vm["discover"].as<bool>();
   o.max_discovered = vm["max-discovered"].as<uint32_t>();
   if (o.max_discovered < 1 || o.max_discovered > 65536)

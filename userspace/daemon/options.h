@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/credential_rules.h"
 #include "daemon/web_config.h"
 #include "redis/address.h"
 #include "redis/credentials.h"
@@ -20,6 +21,7 @@ struct DaemonOptions {
   std::vector<std::string> redis;  // HOST:PORT or unix:/PATH
   std::vector<int> pids;
   redis::ConnectionSettings redis_settings;  // user, password file, TLS (for TCP addresses)
+  std::vector<CredentialRule> redis_auth;    // --redis-auth: a login per target (daemon/credential_rules.h)
   bool discover = false;
   uint32_t max_discovered = 256;     // --discover: servers watched at once; more are logged, not taken
   // --discover: the executables and addresses a discovered server's credentials may go to

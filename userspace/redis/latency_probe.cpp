@@ -71,8 +71,9 @@ std::vector<ProbeSample> LatencyProbe::stop() {
   return samples_;
 }
 
-void LatencyProbe::set_password(std::string password) {
+void LatencyProbe::set_credentials(std::string user, std::string password) {
   std::lock_guard lock(mu_);
+  new_user_ = std::move(user);
   new_password_ = std::move(password);
   reconnect_ = true;
 }
@@ -110,6 +111,7 @@ void LatencyProbe::run() {
     {
       std::lock_guard lock(mu_);
       if (std::exchange(reconnect_, false)) {
+        options_.connect.user = std::move(new_user_);
         options_.connect.password = std::move(new_password_);
         client.reset();
       }

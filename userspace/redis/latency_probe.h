@@ -66,8 +66,8 @@ class LatencyProbe {
   std::vector<ProbeSample> stop();
   // The samples since the last take(), in due order (the daemon's, once a second).
   std::vector<ProbeSample> take();
-  // A rotated password (SIGHUP): the connection is made again with it.
-  void set_password(std::string password);
+  // A rotated user and password (SIGHUP): the connection is made again with them.
+  void set_credentials(std::string user, std::string password);
   uint64_t missed() const { return missed_; }
   uint64_t dropped() const { return dropped_; }
 
@@ -79,7 +79,7 @@ class LatencyProbe {
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::vector<ProbeSample> samples_;  // under mu_
-  std::string new_password_;          // under mu_, with reconnect_
+  std::string new_user_, new_password_;  // under mu_, with reconnect_
   bool reconnect_ = false;
   std::atomic<uint64_t> missed_{0}, dropped_{0};
   std::thread thread_;

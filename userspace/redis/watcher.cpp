@@ -97,8 +97,9 @@ void Watcher::note_failure(uint64_t ts_ns, const std::string& error) {
   outages_.push_back({ts_ns, 0, error});
 }
 
-void Watcher::set_credentials(std::string password, std::shared_ptr<const TlsContext> tls) {
+void Watcher::set_credentials(std::string user, std::string password, const std::shared_ptr<const TlsContext>& tls) {
   std::lock_guard lock(mu_);
+  options_.user = std::move(user);
   options_.password = std::move(password);
   if (options_.tls) options_.tls = tls;
   for (auto& r : options_.more_routes)

@@ -162,7 +162,7 @@ class Watcher {
   std::string route() const;
   // New credentials (a rotated password, key or certificate): the next connection uses them, and
   // the current one is replaced at the next poll so a wrong new key shows at once.
-  void set_credentials(std::string password, std::shared_ptr<const TlsContext> tls);
+  void set_credentials(std::string user, std::string password, const std::shared_ptr<const TlsContext>& tls);
   // The kernel reported a fork, a child's exit or the server's exit: a poll is sent at once (after
   // the one in flight, if any). busy: whether a fork of the server is in progress from now on.
   void wake(bool busy);
