@@ -87,6 +87,9 @@ const volatile __u32 sample_every __weak = 0;
  * userspace); the reader drains the ring at every poll anyway, at least every 100 ms. A wake-up per
  * sample (an irq_work on the faulting CPU, an IPI to the reader's) was most of what a sample cost. */
 const volatile __u64 sample_wakeup_bytes __weak = 0;
+/* Samples carry the registers and top of stack for a DWARF unwind (struct
+ * thptrace_copy_sample_dwarf). */
+const volatile bool dwarf_stacks __weak = false;
 
 /* Ring-buffer records that did not fit, per CPU. */
 struct {
@@ -299,14 +302,51 @@ static __always_inline void episode_add_pcpu(struct thptrace_episode *ep, __u32 
 	}
 }
 
-/* Sends one sampled copy-on-write fault of a watched process: the faulting address and the user call
- * stack. ctx is the program's context (bpf_get_stack needs it). The stack is walked by the kernel
- * through frame pointers: a binary built without them gives its faulting function and little more. */
-static __always_inline void sample_send(void *ctx, __u32 tgid, __u64 address)
+/* The registers and top of stack of the current thread's user context into d (a DWARF sample): the
+ * registers from regs (the user fault's own, or the task's saved user pt_regs), the stack from sp
+ * up, as much of 8, 4 or 2 KiB as lies below the end of its mapping. */
+static __always_inline void sample_user_context(struct thptrace_copy_sample_dwarf *d,
+						struct pt_regs *regs)
 {
-	struct thptrace_copy_sample *s = bpf_ringbuf_reserve(&samples, sizeof(*s), 0);
+	__u64 sp;
+
+	d->stack_bytes = 0;
+	if (!regs || bpf_probe_read_kernel(d->regs, sizeof(d->regs), regs))
+		return;
+	sp = d->regs[19]; /* pt_regs.sp */
+	if (!bpf_probe_read_user(d->stack, THPTRACE_DWARF_STACK, (void *)sp))
+		d->stack_bytes = THPTRACE_DWARF_STACK;
+	else if (!bpf_probe_read_user(d->stack, THPTRACE_DWARF_STACK / 2, (void *)sp))
+		d->stack_bytes = THPTRACE_DWARF_STACK / 2;
+	else if (!bpf_probe_read_user(d->stack, THPTRACE_DWARF_STACK / 4, (void *)sp))
+		d->stack_bytes = THPTRACE_DWARF_STACK / 4;
+}
+
+/* Sends one sampled copy-on-write fault of a watched process: the faulting address and the user
+ * call stack. ctx is the program's context (bpf_get_stack needs it). The stack is walked by the
+ * kernel through frame pointers: a binary built without them gives its faulting function and little
+ * more, so with dwarf_stacks the sample also carries the thread's registers and top of stack, for
+ * an unwind from .eh_frame in userspace. uregs: the user registers of a user-mode fault
+ * (page_fault_user's), else NULL; then a BTF program (btf: fentry, fexit, tp_btf) takes the task's
+ * saved user registers (bpf_task_pt_regs, Linux 5.15), and a raw tracepoint of a kernel-mode fault
+ * sends frame pointers alone. */
+static __always_inline void sample_send(void *ctx, __u32 tgid, __u64 address, bool btf,
+					struct pt_regs *uregs)
+{
+	struct thptrace_copy_sample_dwarf *d = NULL;
+	struct thptrace_copy_sample *s;
 	bool wake;
 	long n;
+
+	if (dwarf_stacks && !uregs && btf &&
+	    bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
+		uregs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (dwarf_stacks && uregs) {
+		d = bpf_ringbuf_reserve(&samples, sizeof(*d), 0);
+		s = d ? &d->base : NULL;
+	} else {
+		s = bpf_ringbuf_reserve(&samples, sizeof(*s), 0);
+	}
 
 	if (!s) {
 		__u32 zero = 0;
@@ -316,13 +356,15 @@ static __always_inline void sample_send(void *ctx, __u32 tgid, __u64 address)
 			st->dropped += 1;
 		return;
 	}
-	s->type = EV_COPY_SAMPLE;
+	s->type = d ? EV_COPY_SAMPLE_DWARF : EV_COPY_SAMPLE;
 	s->tgid = tgid;
 	s->pid = current_tid();
 	s->ts_ns = bpf_ktime_get_ns();
 	s->address = address;
 	n = bpf_get_stack(ctx, s->stack, sizeof(s->stack), BPF_F_USER_STACK);
 	s->frames = n > 0 ? (__u32)(n / sizeof(__u64)) : 0;
+	if (d)
+		sample_user_context(d, uregs);
 	wake = bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) >= sample_wakeup_bytes;
 	bpf_ringbuf_submit(s, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
@@ -355,7 +397,8 @@ static __always_inline bool sample_due(__u64 count, __u64 *at)
 }
 
 /* The slow path's sampler, on this CPU's tick. */
-static __always_inline void sample_copy(void *ctx, __u32 tgid, __u64 address)
+static __always_inline void sample_copy(void *ctx, __u32 tgid, __u64 address, bool btf,
+					struct pt_regs *uregs)
 {
 	struct thptrace_sample_state *st;
 	__u32 zero = 0;
@@ -364,7 +407,7 @@ static __always_inline void sample_copy(void *ctx, __u32 tgid, __u64 address)
 		return;
 	st = bpf_map_lookup_elem(&sample_state, &zero);
 	if (st && sample_due(++st->tick, &st->sample_at))
-		sample_send(ctx, tgid, address);
+		sample_send(ctx, tgid, address, btf, uregs);
 }
 
 static __always_inline __u32 log2_slot(__u64 v)

@@ -136,7 +136,7 @@ static __always_inline void wp_count(void *ctx, struct vm_fault *vmf, __u32 tgid
 
 	if (!owner) {
 		if (count_fault(tgid, ns, huge, split))
-			sample_copy(ctx, tgid, wp_address(vmf));
+			sample_copy(ctx, tgid, wp_address(vmf), true, NULL);
 		return;
 	}
 	p = pcpu_of(h);
@@ -151,7 +151,7 @@ static __always_inline void wp_count(void *ctx, struct vm_fault *vmf, __u32 tgid
 	if (ns)
 		add_latency(p->fault_lat, &p->fault_ns_total, &p->fault_ns_count, ns);
 	if (!split && sample_due(p->cow_faults, &p->sample_at) && h->live)
-		sample_send(ctx, tgid, wp_address(vmf));
+		sample_send(ctx, tgid, wp_address(vmf), true, NULL);
 }
 
 static __always_inline int wp_enter(bool huge)
@@ -286,7 +286,8 @@ int BPF_PROG(huge_wp_fexit_compat, struct vm_fault *vmf, long ret)
  * although the line is this CPU's: a tracepoint program can be preempted (it runs with migration,
  * not preemption, disabled on preemptible kernels), and another thread of the target on this CPU
  * could then add in between; a locked add on a line no other core holds costs a few cycles. */
-static __always_inline int on_user_fault(void *ctx, unsigned long address, unsigned long error_code)
+static __always_inline int on_user_fault(void *ctx, unsigned long address, unsigned long error_code,
+					 bool btf, struct pt_regs *uregs)
 {
 	struct thptrace_pcpu *p;
 	struct thptrace_hot *h;
@@ -300,7 +301,7 @@ static __always_inline int on_user_fault(void *ctx, unsigned long address, unsig
 		return 0;
 	if (h->tgid != tgid) {
 		if (h->slow && count_fault(tgid, 0, false, false))
-			sample_copy(ctx, tgid, address);
+			sample_copy(ctx, tgid, address, btf, uregs);
 		return 0;
 	}
 	p = pcpu_of(h);
@@ -310,42 +311,43 @@ static __always_inline int on_user_fault(void *ctx, unsigned long address, unsig
 	/* The line this fault has read already says whether a child lives; this CPU's count of the
 	 * owner's faults, on a line only this CPU writes, is the sampler's tick. */
 	if (sample_due(p->cow_faults, &p->sample_at) && h->live)
-		sample_send(ctx, tgid, address);
+		sample_send(ctx, tgid, address, btf, uregs);
 	return 0;
 }
 
 /* A kernel-mode fault counts when it hits a user address (the high half is the kernel's own: vmalloc,
  * the direct map) with the same error code. Kernel-mode faults are rare next to user ones, and a
  * fault that is not a write to a present user page leaves after two compares. */
-static __always_inline int on_kernel_fault(void *ctx, unsigned long address, unsigned long error_code)
+static __always_inline int on_kernel_fault(void *ctx, unsigned long address,
+					   unsigned long error_code, bool btf)
 {
 	if ((long)address < 0)
 		return 0;
-	return on_user_fault(ctx, address, error_code);
+	return on_user_fault(ctx, address, error_code, btf, NULL);
 }
 
 SEC("tp_btf/page_fault_user")
 int BPF_PROG(fault_btf, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
-	return on_user_fault(ctx, address, error_code);
+	return on_user_fault(ctx, address, error_code, true, regs);
 }
 
 SEC("raw_tp/page_fault_user")
 int BPF_PROG(fault_raw, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
-	return on_user_fault(ctx, address, error_code);
+	return on_user_fault(ctx, address, error_code, false, regs);
 }
 
 SEC("tp_btf/page_fault_kernel")
 int BPF_PROG(kfault_btf, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
-	return on_kernel_fault(ctx, address, error_code);
+	return on_kernel_fault(ctx, address, error_code, true);
 }
 
 SEC("raw_tp/page_fault_kernel")
 int BPF_PROG(kfault_raw, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
-	return on_kernel_fault(ctx, address, error_code);
+	return on_kernel_fault(ctx, address, error_code, false);
 }
 
 /* ---- huge page allocations (both modes): order-9 allocations by a watched process ---- */

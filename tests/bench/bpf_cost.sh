@@ -237,6 +237,8 @@ untraced=()
 traced=()
 sampled=()
 sent=()
+sampled_fp=()
+sent_fp=()
 bpftraced=()
 drops=()
 run_untraced() {
@@ -267,6 +269,19 @@ run_sampled() {
   sent+=("$(python3 -c 'import json,sys; print(sum((f.get("copies") or {}).get("samples", 0) for f in json.load(open(sys.argv[1]))["forks"]))' "$work/sampled$1.json")")
 }
 
+# The same with frame pointers alone (--unwind fp): no registers or stack copied per sample, so
+# sampled/sampled_fp is what the DWARF unwinder's default costs the faulting thread.
+run_sampled_fp() {
+  [ "$sample_copies" -gt 0 ] || return 0
+  start_workload "${variant:-4k}" timing
+  start_capture "$work/sampled_fp$1.json" --sample-copies "$sample_copies" --unwind fp
+  go_and_time
+  finish_workload
+  wait_capture
+  sampled_fp+=("$dirty_ns")
+  sent_fp+=("$(python3 -c 'import json,sys; print(sum((f.get("copies") or {}).get("samples", 0) for f in json.load(open(sys.argv[1]))["forks"]))' "$work/sampled_fp$1.json")")
+}
+
 run_bpftraced() {
   [ "$have_bt" -eq 1 ] || return 0
   start_workload "${variant:-4k}" timing
@@ -283,15 +298,17 @@ run_bpftraced() {
 for i in $(seq 1 "$runs"); do
   has_part 2 || break
   case $((i % 3)) in
-    1) run_untraced; run_traced "$i"; run_sampled "$i"; run_bpftraced ;;
-    2) run_traced "$i"; run_sampled "$i"; run_bpftraced; run_untraced ;;
-    0) run_bpftraced; run_sampled "$i"; run_untraced; run_traced "$i" ;;
+    1) run_untraced; run_traced "$i"; run_sampled "$i"; run_sampled_fp "$i"; run_bpftraced ;;
+    2) run_traced "$i"; run_sampled_fp "$i"; run_sampled "$i"; run_bpftraced; run_untraced ;;
+    0) run_bpftraced; run_sampled "$i"; run_untraced; run_sampled_fp "$i"; run_traced "$i" ;;
   esac
 done
 
-has_part 2 && python3 - "$pages" "$sample_copies" "${sent[*]}" "${untraced[*]}" "${traced[*]}" "${bpftraced[*]}" "${sampled[*]}" "${drops[@]}" <<'PY'
-import statistics, sys
+has_part 2 && SAMPLED_FP="${sampled_fp[*]}" SENT_FP="${sent_fp[*]}" python3 - "$pages" "$sample_copies" "${sent[*]}" "${untraced[*]}" "${traced[*]}" "${bpftraced[*]}" "${sampled[*]}" "${drops[@]}" <<'PY'
+import os, statistics, sys
 pages = int(sys.argv[1])
+sfp = [int(x) for x in os.environ.get("SAMPLED_FP", "").split()]
+sent_fp = [int(x) for x in os.environ.get("SENT_FP", "").split()]
 every = int(sys.argv[2])
 sent = [int(x) for x in sys.argv[3].split()]
 del sys.argv[2:4]
@@ -308,6 +325,9 @@ print(f"  thptrace:          {ms(t)}   median {med(t) / 1e6:.1f}   (defaults: co
 if s:
     print(f"  thptrace sampled:  {ms(s)}   median {med(s) / 1e6:.1f}   (--sample-copies {every}; "
           f"samples sent: {' '.join(map(str, sent))})")
+if sfp:
+    print(f"  thptrace sampled, frame pointers alone: {ms(sfp)}   median {med(sfp) / 1e6:.1f}   (--unwind fp; "
+          f"samples sent: {' '.join(map(str, sent_fp))})")
 if b:
     print(f"  bpftrace one-liner: {ms(b)}   median {med(b) / 1e6:.1f}")
 print(f"  thptrace/untraced: {med(t) / med(u):.3f} (ratio of medians; goal <= 1.05), "
@@ -316,6 +336,9 @@ if s:
     print(f"  thptrace sampled/untraced: {med(s) / med(u):.3f}; sampled/unsampled: {med(s) / med(t):.3f} "
           f"(+{(med(s) - med(t)) / pages:.0f} ns per fault, "
           f"{(med(s) - med(t)) / max(1, med(sent)) / 1e3:.1f} us per sample sent)")
+if s and sfp:
+    print(f"  sampled dwarf/fp: {med(s) / med(sfp):.3f} ("
+          f"{(med(s) - med(sfp)) / max(1, med(sent)) / 1e3:+.1f} us per sample for the registers and 8 KiB of stack)")
 if b:
     print(f"  bpftrace/untraced: {med(b) / med(u):.3f} (ratio of medians)")
 us_per_fault = lambda v: med(v) / pages / 1e3

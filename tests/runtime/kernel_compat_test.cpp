@@ -89,7 +89,8 @@ TEST(Tracer, FentryWithoutTaskStorageCountsAndTimesEveryFault) {
   // The samples were sent before the child's exit record; one more poll takes any still in the ring.
   t.poll(100, [](const thptrace_event&) {});
   size_t samples = 0, with_stack = 0;
-  for (const auto& s : t.take_copy_samples()) {
+  for (const auto& r : t.take_copy_samples()) {
+    const auto& s = r.sample;
     if (s.tgid != static_cast<__u32>(work.pid())) continue;
     ++samples;
     if (s.frames > 0 && s.address) ++with_stack;

@@ -163,3 +163,47 @@ TEST(Copies, ReportSectionRoundTripsAndReads) {
     named = named || f.find("75% of the sampled copies came from write_most") != std::string::npos;
   EXPECT_TRUE(named);
 }
+
+// What a Redis was doing when it wrote: the command under call(), call()'s own bookkeeping, the event
+// loop's work by its functions, and a stack that stopped short of all of them.
+TEST(Copies, ByCommandFromTheFunctionUnderCall) {
+  const std::vector<std::string> loop = {"processCommand", "processInputBuffer", "readQueryFromClient", "aeMain",
+                                         "main"};
+  const auto under = [&](std::vector<std::string> top) {
+    top.emplace_back("call");
+    top.insert(top.end(), loop.begin(), loop.end());
+    return sample(top);
+  };
+  EXPECT_EQ(correlate::command_of(under({"dictAddRaw", "dbAdd", "setKey", "setGenericCommand", "setCommand"})), "SET");
+  EXPECT_EQ(correlate::command_of(under({"zslInsert", "zaddGenericCommand", "zaddCommand"})), "ZADD");
+  EXPECT_EQ(correlate::command_of(under({"hdr_record_values", "updateCommandLatencyHistogram"})), "call() bookkeeping");
+  EXPECT_EQ(correlate::command_of(sample({"_sdsnewlen", "createStringObject", "processMultibulkBuffer",
+                                          "processInputBuffer", "readQueryFromClient", "aeMain", "main"})),
+            "query-buffer reads");
+  EXPECT_EQ(correlate::command_of(sample({"dictDelete", "deleteExpiredKeyAndPropagate", "activeExpireCycle",
+                                          "databasesCron", "serverCron", "aeMain", "main"})),
+            "expire cycle");
+  EXPECT_EQ(correlate::command_of(sample({"clientsCronTrackExpansiveClients", "clientsCron", "serverCron", "main"})),
+            "cron");
+  EXPECT_EQ(correlate::command_of(sample({"memcpy", "main"})), "other");
+  EXPECT_EQ(correlate::command_of(sample({"_sdsnewlen"}, "anonymous", false)), "unattributed");
+
+  // Grouped only for a Redis: a program with no event loop or call() on any stack gets none.
+  std::vector<CopySample> redis = {under({"setKey", "setGenericCommand", "setCommand"}),
+                                   under({"setKey", "setGenericCommand", "setCommand"}),
+                                   sample({"_sdsnewlen", "processMultibulkBuffer", "aeMain", "main"})};
+  const auto a = correlate::attribute_copies(pointers(redis), 64, 1000, 0);
+  ASSERT_EQ(a.commands.size(), 2u);
+  EXPECT_EQ(a.commands[0].name, "SET");
+  EXPECT_NEAR(a.commands[0].share, 2.0 / 3, 1e-9);
+  EXPECT_EQ(a.commands[1].name, "query-buffer reads");
+  std::vector<CopySample> other = {sample({"writer", "main"})};
+  EXPECT_TRUE(correlate::attribute_copies(pointers(other), 64, 1000, 0).commands.empty());
+  // In the report: a line of its own, and by_command in the JSON, read back.
+  const auto lines = report::copies_lines(a);
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "             by command: SET 67%, query-buffer reads 33%"),
+            lines.end());
+  const auto back = report::copies_from(report::copies_json(a));
+  ASSERT_EQ(back.commands.size(), 2u);
+  EXPECT_EQ(back.commands[0].name, "SET");
+}

@@ -15,6 +15,8 @@ namespace thptrace::cli {
 // samples for a fork that copies tens of thousands of pages.
 inline constexpr uint32_t kDefaultSampleCopies = 64;
 
+enum class Unwind { fp, dwarf };
+
 struct CaptureOptions {
   int pid = 0;
   std::optional<double> duration_s;  // until SIGINT/SIGTERM when unset
@@ -27,6 +29,9 @@ struct CaptureOptions {
   int idle_interval_ms = 1000;  // the rest of the time (common/cadence.h)
   size_t ringbuf_kb = 256;
   uint32_t sample_copies = kDefaultSampleCopies;  // 1 in N copies sampled with their stacks; 0 = off
+  // How a sampled copy's call stack is had where frame pointers are missing: dwarf adds the thread's
+  // registers and 8 KiB of its stack to each sample, unwound in userspace from .eh_frame.
+  Unwind unwind = Unwind::dwarf;
   bool debuginfod = false;                        // the symbolizer may ask DEBUGINFOD_URLS
   uint32_t latency_probe_hz = 100;                // with --redis: PINGs a second (redis/latency_probe.h); 0 = off
   uint64_t client_timeout_us = 300;               // probes slower than this count as timeouts

@@ -33,7 +33,7 @@ namespace {
 
 const char* kUsage =
     "usage: thptrace [--pid PID] [--redis HOST:PORT|unix:/PATH [--redis-tls ...]] [--duration SECONDS] [--json PATH]\n"
-    "                [--force-fallback] [--sample-copies N [--debuginfod]] [--latency-probe HZ]\n"
+    "                [--force-fallback] [--sample-copies N [--unwind dwarf|fp] [--debuginfod]] [--latency-probe HZ]\n"
     "         (--pid, --redis or both: the process serving a TCP --redis is found from the kernel's socket tables)\n"
     "       thptrace probe [--json]\n"
     "       thptrace daemon [--config PATH] [--listen ADDR:PORT] [--redis HOST:PORT|unix:/PATH ...] [--pid PID ...]\n"
@@ -61,6 +61,9 @@ int capture_main(int argc, char** argv) {
       "sample-copies", po::value<long long>()->default_value(cli::kDefaultSampleCopies),
       "sample 1 in N copy-on-write faults while a fork child lives, with the call stack, to say which code "
       "paths and mappings the copies come from (a power of two; 0 = off)")(
+      "unwind", po::value<std::string>()->default_value("dwarf"),
+      "how sampled copies' call stacks are unwound where frame pointers are missing: dwarf (the thread's "
+      "registers and 8 KiB of its stack, unwound from .eh_frame) or fp (frame pointers alone)")(
       "latency-probe", po::value<long long>()->default_value(100),
       "with --redis: PINGs a second on a connection of their own, each timed from its due time, for the "
       "latency clients felt (0 = off)")(
@@ -119,6 +122,10 @@ int capture_main(int argc, char** argv) {
     throw FatalError(kExitUsage, fmt::format("--sample-copies {}: expected 0 (off) or a power of two (1, 2, 4, ... "
                                              "1048576).",
                                              o.sample_copies));
+  if (const auto u = vm["unwind"].as<std::string>(); u == "dwarf" || u == "fp")
+    o.unwind = u == "dwarf" ? cli::Unwind::dwarf : cli::Unwind::fp;
+  else
+    throw FatalError(kExitUsage, "--unwind " + u + ": expected dwarf or fp.");
   o.latency_probe_hz = static_cast<uint32_t>(integer_in<UsageError>(vm, "latency-probe", 0, 10000));
   o.client_timeout_us = static_cast<uint64_t>(integer_in<UsageError>(vm, "client-timeout-us", 1, 60'000'000));
   // libdw asks the servers named in DEBUGINFOD_URLS for what it misses: a network fetch, driven by

@@ -141,8 +141,9 @@ void CaptureSession::attach(const CaptureOptions& o, const CaptureTarget& target
   const bool is_redis = target.status.name.rfind("redis-server", 0) == 0 || target.redis.has_value();
   const std::string exe = "/proc/" + std::to_string(target.pid) + "/exe";
   const auto modes = tracer::choose_modes(o.force_fallback, is_redis ? exe : std::string());
-  tracer_ = std::make_unique<tracer::Tracer>(
-      modes, tracer::TracerOptions{.ringbuf_bytes = o.ringbuf_kb * 1024, .sample_every = o.sample_copies});
+  tracer_ = std::make_unique<tracer::Tracer>(modes, tracer::TracerOptions{.ringbuf_bytes = o.ringbuf_kb * 1024,
+                                                                          .sample_every = o.sample_copies,
+                                                                          .dwarf_stacks = o.unwind == Unwind::dwarf});
   inputs_.sample_every = o.sample_copies;
   if (o.sample_copies)
     resolver_ = std::make_unique<symbolize::Resolver>(target.pid, symbolize::ResolverOptions{o.debuginfod});
@@ -222,9 +223,10 @@ report::CaptureInputs CaptureSession::run() {
   };
   // Resolved while the process lives: its maps and its files are gone once it exits.
   const auto resolve_samples = [&] {
-    for (const auto& s : tracer_->take_copy_samples())
-      if (s.tgid == pid && resolver_)
-        inputs_.copy_samples.push_back(resolver_->resolve(s.ts_ns, s.address, s.stack, s.frames));
+    for (const auto& r : tracer_->take_copy_samples())
+      if (const auto& s = r.sample; s.tgid == pid && resolver_)
+        inputs_.copy_samples.push_back(
+            resolver_->resolve(s.ts_ns, s.address, s.stack, s.frames, r.user ? &*r.user : nullptr));
   };
   inputs_.start_ns = proc::monotonic_ns();
   inputs_.start_realtime_ns = realtime_ns();

@@ -37,6 +37,41 @@ std::string path_of(const CopySample& s, bool leaf_only) {
 
 }  // namespace
 
+std::string command_of(const CopySample& s) {
+  const auto& f = s.frames;
+  const auto call = std::find(f.begin(), f.end(), "call");
+  if (call != f.end() && call != f.begin()) {
+    std::string fn = *(call - 1);
+    constexpr std::string_view kSuffix = "Command";
+    // call()'s own work around the command (its latency histogram, its stats) is not the command's.
+    if (fn.size() <= kSuffix.size() || !fn.ends_with(kSuffix)) return "call() bookkeeping";
+    fn.resize(fn.size() - kSuffix.size());
+    std::transform(fn.begin(), fn.end(), fn.begin(), [](unsigned char c) { return std::toupper(c); });
+    return fn;
+  }
+  static const std::vector<std::pair<std::set<std::string>, const char*>> loop_work = {
+      {{"activeExpireCycle", "expireSlaveKeys", "expireReplicaKeys"}, "expire cycle"},
+      {{"processMultibulkBuffer", "processInlineBuffer", "processInputBuffer", "readQueryFromClient"},
+       "query-buffer reads"},
+      {{"writeToClient", "_writeToClient", "sendReplyToClient", "handleClientsWithPendingWrites", "addReply",
+        "_addReplyToBufferOrList"},
+       "replies"},
+      {{"serverCron", "databasesCron", "clientsCron", "incrementallyRehash"}, "cron"},
+      {{"beforeSleep", "afterSleep"}, "before sleep"},
+  };
+  for (const auto& fn : f)
+    for (const auto& [names, what] : loop_work)
+      if (names.contains(fn)) return what;
+  return s.whole ? "other" : "unattributed";
+}
+
+bool looks_like_redis(const std::vector<const CopySample*>& samples) {
+  return std::any_of(samples.begin(), samples.end(), [](const CopySample* s) {
+    return std::any_of(s->frames.begin(), s->frames.end(),
+                       [](const std::string& f) { return f == "aeProcessEvents" || f == "call" || f == "aeMain"; });
+  });
+}
+
 bool is_stack_root(const std::string& f) {
   static const std::set<std::string> roots = {
       "main",   "__libc_start_call_main", "__libc_start_main", "_start", "start_thread", "clone3", "__clone3", "clone",
@@ -71,9 +106,12 @@ CopyAttribution attribute_copies(const std::vector<const CopySample*>& samples, 
                                        [](const auto& x, const auto& y) { return x.second < y.second; });
     a.stacks_partial = most->first + " has no frame pointers";
   }
-  std::map<std::string, uint64_t> paths, functions, mappings;
+  std::map<std::string, uint64_t> paths, functions, mappings, commands;
   std::map<std::string, std::string> leaf_of;
+  const bool redis = looks_like_redis(samples);
   for (const auto* s : samples) {
+    if (redis) ++commands[command_of(*s)];
+    if (s->dwarf) ++a.dwarf_samples;
     const std::string path = path_of(*s, leaf_only);
     ++paths[path];
     leaf_of[path] = s->frames.empty() ? "?" : s->frames.front();
@@ -87,6 +125,7 @@ CopyAttribution attribute_copies(const std::vector<const CopySample*>& samples, 
   for (auto& p : a.paths) p.leaf = leaf_of[p.name];
   a.functions = ranked(functions, a.samples, sample_every, kTopFunctions);
   a.mappings = ranked(mappings, a.samples, sample_every, SIZE_MAX);
+  a.commands = ranked(commands, a.samples, sample_every, SIZE_MAX);
   return a;
 }
 

@@ -21,6 +21,7 @@ struct CopySample {
   // The frame-pointer walk reached the start of the thread (main, start_thread) or gave at least
   // kWholeStackFrames resolved frames: false for a binary built without frame pointers.
   bool whole = false;
+  bool dwarf = false;  // the frames come from an unwind of .eh_frame, not the frame-pointer walk
 };
 inline constexpr size_t kWholeStackFrames = 3;
 // Frames a code path shows: the faulting function and its callers.
@@ -49,11 +50,23 @@ struct CopyAttribution {
   std::vector<CopyGroup> paths;      // top kTopPaths by samples
   std::vector<CopyGroup> functions;  // top kTopFunctions: samples whose stack holds the function
   std::vector<CopyGroup> mappings;   // every mapping, by samples
+  // A Redis's samples by the command that wrote (command_of); empty for another program.
+  std::vector<CopyGroup> commands;
+  uint64_t dwarf_samples = 0;  // samples whose stack came from a .eh_frame unwind
   // The path holding more than half the samples, if one does.
   const CopyGroup* dominant_path() const {
     return !paths.empty() && paths.front().share > 0.5 ? &paths.front() : nullptr;
   }
 };
+
+// What a Redis was doing when it wrote, from a sample's frames (the faulting function first): the
+// command whose implementation lies under call() ("setCommand" -> "SET"; "call() bookkeeping" for
+// call()'s own work around it, such as its latency histogram), else the event loop's own
+// work: "query-buffer reads" (parsing a request before its command runs), "expire cycle", "cron",
+// "replies", "before sleep", "other"; "unattributed" for a stack that stopped short of all of them.
+std::string command_of(const CopySample& s);
+// Whether samples come from a Redis (its event loop or call() is on some stack).
+bool looks_like_redis(const std::vector<const CopySample*>& samples);
 
 // Whether a function name is where a thread's stack starts (main, start_thread, clone3, ...).
 bool is_stack_root(const std::string& function);

@@ -49,7 +49,9 @@ ordered_json copies_json(const correlate::CopyAttribution& a) {
           {"stacks_partial", a.stacks_partial.empty() ? ordered_json(nullptr) : ordered_json(a.stacks_partial)},
           {"paths", groups_json(a.paths, "path", true)},
           {"functions", groups_json(a.functions, "function", false)},
-          {"mappings", groups_json(a.mappings, "mapping", false)}};
+          {"mappings", groups_json(a.mappings, "mapping", false)},
+          {"by_command", groups_json(a.commands, "command", false)},
+          {"dwarf_samples", a.dwarf_samples}};
 }
 
 correlate::CopyAttribution copies_from(const nlohmann::json& j) {
@@ -63,6 +65,9 @@ correlate::CopyAttribution copies_from(const nlohmann::json& j) {
   a.paths = groups_from(j.at("paths"), "path", true);
   a.functions = groups_from(j.at("functions"), "function", false);
   a.mappings = groups_from(j.at("mappings"), "mapping", false);
+  // Added in report_version 1.1: absent from older reports.
+  if (j.contains("by_command")) a.commands = groups_from(j.at("by_command"), "command", false);
+  a.dwarf_samples = j.value("dwarf_samples", uint64_t{0});
   return a;
 }
 
@@ -74,6 +79,11 @@ std::vector<std::string> copies_lines(const correlate::CopyAttribution& a) {
       "{}copies by code path, from {} samples (1 in {} at random){}", indent, a.samples, a.sample_every,
       a.copy_ratio ? fmt::format("; copied {:.1f}% of the RSS at fork", *a.copy_ratio * 100) : std::string()));
   for (const auto& p : a.paths) out.push_back(fmt::format("{}  {:5.1f}%  {}", indent, p.share * 100, p.name));
+  if (!a.commands.empty()) {
+    std::string c;
+    for (const auto& g : a.commands) c += fmt::format("{}{} {:.0f}%", c.empty() ? "" : ", ", g.name, g.share * 100);
+    out.push_back(fmt::format("{}  by command: {}", indent, c));
+  }
   if (!a.mappings.empty()) {
     std::string m;
     for (const auto& g : a.mappings) m += fmt::format("{}{} {:.1f}%", m.empty() ? "" : ", ", g.name, g.share * 100);

@@ -290,7 +290,8 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
                    {"mapping", x.mapping},
                    {"frames", x.frames},
                    {"leaf_module", x.leaf_module},
-                   {"whole", x.whole}});
+                   {"whole", x.whole},
+                   {"dwarf", x.dwarf}});
   }
   if (in.latency_probe_hz) {
     auto& p = j["latency_probe"] = {{"hz", in.latency_probe_hz},
@@ -387,7 +388,8 @@ CaptureInputs inputs_from_json(const json& j) {
     for (const auto& x : j.at("copy_samples"))
       in.copy_samples.push_back({x.at("ts_ns").get<uint64_t>(), x.at("address").get<uint64_t>(),
                                  x.at("mapping").get<std::string>(), x.at("frames").get<std::vector<std::string>>(),
-                                 x.at("leaf_module").get<std::string>(), x.at("whole").get<bool>()});
+                                 x.at("leaf_module").get<std::string>(), x.at("whole").get<bool>(),
+                                 x.value("dwarf", false)});
   if (j.contains("latency_probe")) {
     const auto& p = j.at("latency_probe");
     in.latency_probe_hz = p.at("hz").get<uint32_t>();

@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 
@@ -80,6 +81,58 @@ bool is_code_file(const Mapping& m) {
          m.path.find(" (deleted)") == std::string::npos && !m.path.starts_with("/memfd:");
 }
 
+// libdwfl's thread callbacks for unwinding one sample: a single thread, whose registers and stack
+// are the sample's (Resolver::Unwinding); nothing is read from the live process.
+pid_t next_thread(Dwfl* /*dwfl*/, void* dwfl_arg, void** thread_argp) {
+  if (*thread_argp) return 0;
+  *thread_argp = dwfl_arg;
+  return static_cast<Resolver::Unwinding*>(dwfl_arg)->pid;
+}
+
+bool memory_read(Dwfl* /*dwfl*/, Dwarf_Addr addr, Dwarf_Word* result, void* dwfl_arg) {
+  const auto* u = static_cast<Resolver::Unwinding*>(dwfl_arg);
+  if (!u->user) return false;
+  const uint64_t sp = u->user->regs[UserContext::kSp];
+  if (addr < sp || addr - sp > u->user->stack.size() || u->user->stack.size() - (addr - sp) < sizeof(Dwarf_Word))
+    return false;
+  std::memcpy(result, u->user->stack.data() + (addr - sp), sizeof(Dwarf_Word));
+  return true;
+}
+
+// x86_64's DWARF registers 0..15 (rax rdx rcx rbx rsi rdi rbp rsp r8 ... r15), by their index in
+// struct pt_regs (r15 r14 r13 r12 bp bx r11 r10 r9 r8 ax cx dx si di orig_ax ip cs flags sp ss).
+constexpr std::array<size_t, 16> kDwarfFromPtRegs = {10, 12, 11, 5, 13, 14, 4, 19, 9, 8, 7, 6, 3, 2, 1, 0};
+
+bool set_initial_registers(Dwfl_Thread* thread, void* thread_arg) {
+  const auto* u = static_cast<Resolver::Unwinding*>(thread_arg);
+  if (!u->user) return false;
+  std::array<Dwarf_Word, kDwarfFromPtRegs.size()> regs{};
+  for (size_t i = 0; i < regs.size(); ++i) regs[i] = u->user->regs[kDwarfFromPtRegs[i]];
+  if (!dwfl_thread_state_registers(thread, 0, regs.size(), regs.data())) return false;
+  dwfl_thread_state_register_pc(thread, u->user->regs[UserContext::kIp]);
+  return true;
+}
+
+const Dwfl_Thread_Callbacks kThreadCallbacks = {
+    .next_thread = next_thread,
+    .get_thread = nullptr,
+    .memory_read = memory_read,
+    .set_initial_registers = set_initial_registers,
+    .detach = nullptr,
+    .thread_detach = nullptr,
+};
+
+constexpr size_t kMaxDwarfFrames = 64;
+
+int on_frame(Dwfl_Frame* state, void* arg) {
+  auto* walk = static_cast<std::vector<std::pair<uint64_t, bool>>*>(arg);
+  Dwarf_Addr pc = 0;
+  bool activation = false;
+  if (!dwfl_frame_pc(state, &pc, &activation)) return DWARF_CB_ABORT;
+  walk->emplace_back(pc, !activation);
+  return walk->size() >= kMaxDwarfFrames ? DWARF_CB_ABORT : DWARF_CB_OK;
+}
+
 constexpr uint64_t kMissRefreshNs = 50'000'000;
 constexpr uint64_t kUserSpaceEnd = 0x800000000000ULL;  // x86_64 user addresses are below it
 
@@ -95,7 +148,10 @@ std::string mapping_label(const Mapping& m) {
 }
 
 Resolver::Resolver(pid_t pid, ResolverOptions options)
-    : pid_(pid), options_(options), dwfl_(dwfl_begin(&kCallbacks), dwfl_end) {
+    : pid_(pid),
+      options_(options),
+      dwfl_(dwfl_begin(&kCallbacks), dwfl_end),
+      unwinding_(std::make_unique<Unwinding>(Unwinding{.pid = pid})) {
   const std::string exe = proc::exe_path(pid);
   exe_name_ = base_name(exe);
   auto comm = proc::read_file("/proc/" + std::to_string(pid) + "/comm", 64).value_or("");
@@ -172,7 +228,45 @@ Frame Resolver::frame_of(uint64_t address, bool return_address) {
   return f;
 }
 
-correlate::CopySample Resolver::resolve(uint64_t ts_ns, uint64_t address, const __u64* stack, uint32_t frames) {
+std::vector<std::string> Resolver::frames_of(const std::vector<std::pair<uint64_t, bool>>& walk,
+                                             std::string* leaf_module, bool* whole) {
+  std::vector<std::string> out;
+  bool root = false;
+  for (size_t i = 0; i < walk.size(); ++i) {
+    const auto [a, return_address] = walk[i];
+    if (a == 0 || a >= kUserSpaceEnd) break;
+    const Frame f = frame_of(a, return_address);
+    if (i == 0) *leaf_module = !exe_name_.empty() && f.module == exe_name_ ? exe_label_ : f.module;
+    // A frame in no module ends the walk: past it are a binary's spilled registers, not callers.
+    if (f.module.empty() && i > 0) break;
+    out.push_back(f.function);
+    if (correlate::is_stack_root(f.function)) {
+      root = true;
+      break;
+    }
+  }
+  *whole = root || out.size() >= correlate::kWholeStackFrames;
+  return out;
+}
+
+std::vector<std::pair<uint64_t, bool>> Resolver::unwind(const UserContext& user) {
+  std::vector<std::pair<uint64_t, bool>> walk;
+#if defined(__x86_64__)
+  if (!dwfl_ || user.stack.empty()) return walk;
+  if (!unwinding_->attached) {
+    if (!dwfl_attach_state(dwfl_.get(), nullptr, pid_, &kThreadCallbacks, unwinding_.get())) return walk;
+    unwinding_->attached = true;
+  }
+  unwinding_->user = &user;
+  // Ends with -1 where the unwind stops (the thread's start has no caller): the frames so far stand.
+  dwfl_getthread_frames(dwfl_.get(), pid_, on_frame, &walk);
+  unwinding_->user = nullptr;
+#endif
+  return walk;
+}
+
+correlate::CopySample Resolver::resolve(uint64_t ts_ns, uint64_t address, const __u64* stack, uint32_t frames,
+                                        const UserContext* user) {
   correlate::CopySample s;
   s.ts_ns = ts_ns;
   s.address = address;
@@ -182,21 +276,20 @@ correlate::CopySample Resolver::resolve(uint64_t ts_ns, uint64_t address, const 
     m = mapping_of(address);
   }
   s.mapping = m ? mapping_label(*m) : "unmapped";
-  bool root = false;
-  for (uint32_t i = 0; i < frames; ++i) {
-    const uint64_t a = stack[i];
-    if (a == 0 || a >= kUserSpaceEnd) break;
-    const Frame f = frame_of(a, i > 0);
-    if (i == 0) s.leaf_module = !exe_name_.empty() && f.module == exe_name_ ? exe_label_ : f.module;
-    // A frame in no module ends the walk: past it are a binary's spilled registers, not callers.
-    if (f.module.empty() && i > 0) break;
-    s.frames.push_back(f.function);
-    if (correlate::is_stack_root(f.function)) {
-      root = true;
-      break;
+  std::vector<std::pair<uint64_t, bool>> walk;
+  for (uint32_t i = 0; i < frames; ++i) walk.emplace_back(stack[i], i > 0);
+  s.frames = frames_of(walk, &s.leaf_module, &s.whole);
+  if (!s.whole && user) {
+    std::string leaf;
+    bool whole = false;
+    auto dwarf = frames_of(unwind(*user), &leaf, &whole);
+    if (dwarf.size() > s.frames.size()) {
+      s.frames = std::move(dwarf);
+      s.leaf_module = std::move(leaf);
+      s.whole = whole;
+      s.dwarf = true;
     }
   }
-  s.whole = root || s.frames.size() >= correlate::kWholeStackFrames;
   return s;
 }
 

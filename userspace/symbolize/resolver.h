@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/user_context.h"
 #include "correlate/copies.h"
 #include "proc/maps.h"
 
@@ -59,8 +60,18 @@ class Resolver {
   // Reads /proc/PID/maps again and reports its modules afresh (a fork starting: the mappings the
   // copies will be in).
   void refresh();
-  // The mapping and the symbolized stack of one sample of this process.
-  correlate::CopySample resolve(uint64_t ts_ns, uint64_t address, const __u64* stack, uint32_t frames);
+  // The mapping and the symbolized stack of one sample of this process: the kernel's frame-pointer
+  // walk, or, where that stops short and the sample carries the thread's registers and top of stack
+  // (`user`), the unwind from the binaries' .eh_frame (libdwfl), when it reaches further.
+  correlate::CopySample resolve(uint64_t ts_ns, uint64_t address, const __u64* stack, uint32_t frames,
+                                const UserContext* user = nullptr);
+
+  // What libdwfl's unwinder reads through its callbacks: the process, and the sample being unwound.
+  struct Unwinding {
+    pid_t pid = 0;
+    const UserContext* user = nullptr;
+    bool attached = false;  // dwfl_attach_state succeeded
+  };
 
  private:
   const Mapping* mapping_of(uint64_t address) const;
@@ -68,6 +79,13 @@ class Resolver {
   Frame frame_of(uint64_t address, bool return_address);
   // Re-reads the maps at most this often on a miss: a burst of misses costs one read.
   void refresh_on_miss();
+  // The return addresses of one sample unwound from .eh_frame (the faulting ip first); empty when
+  // the unwinder cannot be attached.
+  std::vector<std::pair<uint64_t, bool>> unwind(const UserContext& user);
+  // The frames of a walk (address, is a return address), as resolve() reports them; *whole: it
+  // reached the start of the thread, or gave kWholeStackFrames resolved frames.
+  std::vector<std::string> frames_of(const std::vector<std::pair<uint64_t, bool>>& walk, std::string* leaf_module,
+                                     bool* whole);
 
   pid_t pid_;
   ResolverOptions options_;
@@ -80,6 +98,7 @@ class Resolver {
   std::vector<std::unique_ptr<ModuleSource>> sources_;
   std::unique_ptr<Dwfl, void (*)(Dwfl*)> dwfl_;
   std::unordered_map<uint64_t, Frame> cache_;  // by looked-up address
+  std::unique_ptr<Unwinding> unwinding_;       // a stable address for libdwfl's callbacks
   uint64_t last_refresh_ns_ = 0;
 };
 

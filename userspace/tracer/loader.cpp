@@ -149,7 +149,10 @@ SkelPtr open_and_load(const AttachModes& modes, std::optional<Family> only, cons
   bpf_map__set_max_entries(skel->maps.pcpu, shape.regions * shape.slots);
   // Off, the samples ring is never written: its smallest size.
   skel->rodata->sample_every = sizes.sample_every;
-  const size_t samples_bytes = sizes.sample_every ? sizes.sample_ringbuf_bytes : 4096;
+  skel->rodata->dwarf_stacks = sizes.sample_every && sizes.dwarf_stacks;
+  const size_t samples_bytes = !sizes.sample_every  ? 4096
+                               : sizes.dwarf_stacks ? std::max<size_t>(sizes.sample_ringbuf_bytes, 8 << 20)
+                                                    : sizes.sample_ringbuf_bytes;
   bpf_map__set_max_entries(skel->maps.samples, static_cast<__u32>(samples_bytes));
   skel->rodata->sample_wakeup_bytes = samples_bytes / 2;
   *err = thptrace_bpf__load(skel.get());

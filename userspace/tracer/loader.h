@@ -24,6 +24,9 @@ struct TracerOptions {
   // its user call stack (Tracer::take_copy_samples); 0 = off, and the fault programs then carry no sampler.
   uint32_t sample_every = 0;
   size_t sample_ringbuf_bytes = 1 << 20;  // a power of two, ≥ one page
+  // Samples also carry the thread's registers and 8 KiB of its stack, for an unwind from .eh_frame
+  // in userspace (binaries without frame pointers); the samples ring is then 8 MiB.
+  bool dwarf_stacks = false;
 };
 
 struct SkelDeleter {

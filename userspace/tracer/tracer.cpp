@@ -83,12 +83,20 @@ int Tracer::on_ring_record(void* ctx, void* data, size_t size) {
 int Tracer::on_sample_record(void* ctx, void* data, size_t size) {
   auto* self = static_cast<Tracer*>(ctx);
   if (size < sizeof(thptrace_copy_sample)) return 0;
-  thptrace_copy_sample s;
+  CopySampleRecord r;
+  thptrace_copy_sample& s = r.sample;
   std::memcpy(&s, data, sizeof s);
-  if (s.type != EV_COPY_SAMPLE) return 0;
+  if (s.type != EV_COPY_SAMPLE && s.type != EV_COPY_SAMPLE_DWARF) return 0;
   s.frames = std::min<__u32>(s.frames, THPTRACE_STACK_DEPTH);
   try {
-    self->copy_samples_.push_back(s);
+    if (s.type == EV_COPY_SAMPLE_DWARF && size >= sizeof(thptrace_copy_sample_dwarf)) {
+      const auto* d = static_cast<const thptrace_copy_sample_dwarf*>(data);
+      r.user.emplace();
+      std::memcpy(r.user->regs.data(), d->regs, sizeof d->regs);
+      const uint32_t n = std::min<uint32_t>(d->stack_bytes, THPTRACE_DWARF_STACK);
+      r.user->stack.assign(d->stack, d->stack + n);
+    }
+    self->copy_samples_.push_back(std::move(r));
   } catch (const std::exception& ex) {  // no exception may cross libbpf's C frames
     log::warn("dropping a copy sample: {}", ex.what());
   }

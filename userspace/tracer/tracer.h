@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/user_context.h"
+
 #include "tracer/abi.h"
 #include "tracer/counters.h"
 #include "tracer/links.h"
@@ -26,6 +28,13 @@
 struct ring_buffer;
 
 namespace thptrace::tracer {
+
+// One sampled copy from the samples ring: the kernel's record and, for a DWARF sample, the thread's
+// registers and top of stack.
+struct CopySampleRecord {
+  thptrace_copy_sample sample{};
+  std::optional<UserContext> user;
+};
 
 // One BPF program's own cost, from bpf_prog_get_info_by_fd. run_cnt and run_time_ns only move while
 // the kernel.bpf_stats_enabled sysctl is 1 (Linux 5.1); they are 0 otherwise.
@@ -99,7 +108,7 @@ class Tracer {
   bool clone_syscalls_attached() const { return links_.clone_syscalls_attached(); }
 
   // The copies sampled since the last call, in arrival order (filled by poll).
-  std::vector<thptrace_copy_sample> take_copy_samples() { return std::exchange(copy_samples_, {}); }
+  std::vector<CopySampleRecord> take_copy_samples() { return std::exchange(copy_samples_, {}); }
   // Samples the kernel could not deliver (the samples ring buffer full) since load.
   uint64_t copy_samples_dropped() const { return counters_.copy_samples_dropped(); }
   uint32_t sample_every() const { return sample_every_; }
@@ -152,7 +161,7 @@ class Tracer {
   Links links_;
   const std::function<void(const thptrace_event&)>* on_event_ = nullptr;
   uint32_t sample_every_ = 0;
-  std::vector<thptrace_copy_sample> copy_samples_;
+  std::vector<CopySampleRecord> copy_samples_;
 };
 
 }  // namespace thptrace::tracer
