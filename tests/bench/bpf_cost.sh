@@ -16,6 +16,8 @@
 #  set; off by default), so the cost of sampling (docs/guide/attribution.md) is the ratio of the two traced
 #  arms of one run, and per sample (the samples each run sent are in its report). SAMPLE_COPIES=0
 #  leaves that arm out (e.g. for a THPTRACE_BIN from before --sample-copies).
+#  A fifth arm samples with frame pointers alone (--unwind fp): sampled/that is what the default DWARF
+#  unwind's registers and 8 KiB of stack per sample cost the faulting thread.
 #  PARTS="2" runs part 2 alone (default "1 2 3").
 # Usage (root): tests/bench/bpf_cost.sh [BUILD_DIR]     BUILD_DIR defaults to <repo>/build.
 # Tunables (environment): PAGES=262144 (1 GiB) CHILD_MS=5000 RUNS=5 SAMPLE_COPIES=64 THPTRACE_BIN WORKLOAD_BIN
