@@ -313,7 +313,7 @@ static __always_inline void sample_user_context(struct thptrace_copy_sample_dwar
 	d->stack_bytes = 0;
 	if (!regs || bpf_probe_read_kernel(d->regs, sizeof(d->regs), regs))
 		return;
-	sp = d->regs[19]; /* pt_regs.sp */
+	sp = d->regs[THPTRACE_USER_REG_SP];
 	if (!bpf_probe_read_user(d->stack, THPTRACE_DWARF_STACK, (void *)sp))
 		d->stack_bytes = THPTRACE_DWARF_STACK;
 	else if (!bpf_probe_read_user(d->stack, THPTRACE_DWARF_STACK / 2, (void *)sp))

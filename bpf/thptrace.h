@@ -59,16 +59,15 @@ enum thptrace_redis_anchor {
 };
 
 enum thptrace_event_type {
-	EV_FORK = 1,	    /* a watched process created a child process (sched_process_fork) */
+	EV_FORK = 1,        /* a watched process created a child process (sched_process_fork) */
 	EV_FORK_RETURN = 2, /* the clone syscall returned in the parent: fork duration */
 	EV_CHILD_EXIT = 3,  /* a tracked child exited: carries the final episode */
 	EV_TARGET_EXIT = 4, /* a watched process exited */
-	EV_COLLAPSE = 5, /* khugepaged collapsed (or failed to collapse) a range of a watched mm */
-	EV_STALL = 6,	 /* a watched process stalled in direct compaction or direct reclaim */
-	EV_COPY_SAMPLE =
-	    7, /* one sampled copy-on-write fault (struct thptrace_copy_sample, own ring) */
-	EV_COPY_SAMPLE_DWARF = 8, /* the same with the registers and stack to unwind it by
-				     (thptrace_copy_sample_dwarf) */
+	EV_COLLAPSE = 5,    /* khugepaged collapsed (or failed to collapse) a range of a watched mm */
+	EV_STALL = 6,       /* a watched process stalled in direct compaction or direct reclaim */
+	EV_COPY_SAMPLE = 7, /* one sampled copy-on-write fault (struct thptrace_copy_sample, own ring) */
+	/* the same with registers and stack to unwind (struct thptrace_copy_sample_dwarf) */
+	EV_COPY_SAMPLE_DWARF = 8,
 };
 
 enum thptrace_stall_kind {
@@ -190,6 +189,7 @@ struct thptrace_copy_sample {
  * Redis): the thread's user registers and the top of its user stack, as `perf record --call-graph
  * dwarf` takes them; the call stack is unwound from the binaries' .eh_frame (libdw). */
 #define THPTRACE_USER_REGS 21	  /* struct pt_regs on x86_64: r15 ... ss */
+#define THPTRACE_USER_REG_SP 19   /* the index of sp in it */
 #define THPTRACE_DWARF_STACK 8192 /* bytes of stack copied from sp upward, at most */
 struct thptrace_copy_sample_dwarf {
 	struct thptrace_copy_sample base; /* type EV_COPY_SAMPLE_DWARF */

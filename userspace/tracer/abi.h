@@ -21,7 +21,8 @@ static_assert(offsetof(thptrace_pcpu, fault_lat) == 64, "per-CPU counters layout
 static_assert((THPTRACE_HOT_LINES & (THPTRACE_HOT_LINES - 1)) == 0, "hot lines: a power of two");
 static_assert(sizeof(thptrace_copy_sample) == 32 + 8 * THPTRACE_STACK_DEPTH, "copy sample layout");
 static_assert(offsetof(thptrace_copy_sample_dwarf, regs) == sizeof(thptrace_copy_sample), "DWARF sample layout");
-static_assert(THPTRACE_USER_REGS == thptrace::UserContext::kRegs, "DWARF sample layout: pt_regs");
+static_assert(THPTRACE_USER_REGS == thptrace::UserContext::kRegs && THPTRACE_USER_REG_SP == thptrace::UserContext::kSp,
+              "DWARF sample layout: pt_regs");
 static_assert(offsetof(thptrace_hot, live) == 12, "hot line layout");
 static_assert(sizeof(thptrace_sample_state) == 24, "sampler state layout");
 
