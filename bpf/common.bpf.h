@@ -304,22 +304,26 @@ static __always_inline void episode_add_pcpu(struct thptrace_episode *ep, __u32 
 
 /* The registers and top of stack of the current thread's user context into d (a DWARF sample): the
  * registers from regs (the user fault's own, or the task's saved user pt_regs), the stack from sp
- * up, as much of 8, 4 or 2 KiB as lies below the end of its mapping. */
+ * up: 8 KiB, or, where the stack's mapping ends sooner (a main thread near main() with a small
+ * environment), up to the page it ends at (mappings end on a page), the next page or sp's own. */
 static __always_inline void sample_user_context(struct thptrace_copy_sample_dwarf *d,
 						struct pt_regs *regs)
 {
-	__u64 sp;
+	__u64 sp, own;
 
 	d->stack_bytes = 0;
 	if (!regs || bpf_probe_read_kernel(d->regs, sizeof(d->regs), regs))
 		return;
 	sp = d->regs[THPTRACE_USER_REG_SP];
+	/* Bytes from sp to the end of its page: 1..4096. */
+	own = 4096 - (sp & 4095);
 	if (!bpf_probe_read_user(d->stack, THPTRACE_DWARF_STACK, (void *)sp))
 		d->stack_bytes = THPTRACE_DWARF_STACK;
-	else if (!bpf_probe_read_user(d->stack, THPTRACE_DWARF_STACK / 2, (void *)sp))
-		d->stack_bytes = THPTRACE_DWARF_STACK / 2;
-	else if (!bpf_probe_read_user(d->stack, THPTRACE_DWARF_STACK / 4, (void *)sp))
-		d->stack_bytes = THPTRACE_DWARF_STACK / 4;
+	else if (own + 4096 < THPTRACE_DWARF_STACK &&
+		 !bpf_probe_read_user(d->stack, own + 4096, (void *)sp))
+		d->stack_bytes = own + 4096;
+	else if (!bpf_probe_read_user(d->stack, own, (void *)sp))
+		d->stack_bytes = own;
 }
 
 /* Sends one sampled copy-on-write fault of a watched process: the faulting address and the user

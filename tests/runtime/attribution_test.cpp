@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #include "harness.h"
@@ -121,6 +123,10 @@ nlohmann::json bgsave_copies_under_load(const std::string& binary, bool expiring
   load.wait(10s);
   tracer.signal(SIGINT);
   EXPECT_EQ(tracer.wait(30s), 0) << tracer.err();
+  // What the capture said of its unwinding (nothing when every stack unwound), for a failure below.
+  std::istringstream err(tracer.err());
+  for (std::string line; std::getline(err, line);)
+    if (line.find("unwind") != std::string::npos) std::printf("capture: %s\n", line.c_str());
   const auto report = read_json(json);
   std::filesystem::remove_all(dir);
   for (const auto& f : report.at("forks"))

@@ -247,7 +247,9 @@ TEST(ScaleOut, TinyReplicaOutputBufferMakesAFullSyncLoop) {
   std::string address;
   const auto report = one_replica_under_load("replica 1mb 512kb 1", &full_syncs, &address);
   ASSERT_TRUE(report.is_object());
-  ASSERT_GE(full_syncs, 2) << "the known answer: the primary dropped the replica and synced it again";
+  ASSERT_GE(full_syncs, 2) << "the known answer: the primary dropped the replica and synced it again; the report's "
+                              "replication section: "
+                           << report.value("replication", nlohmann::json()).dump(1);
   const auto& x = report["replication"];
   ASSERT_TRUE(x.is_object()) << report.dump(2);
   ASSERT_FALSE(x["loops"].empty()) << x.dump(2);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 
+#include "common/log.h"
 #include "proc/foreign_file.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
@@ -254,12 +255,21 @@ std::vector<std::pair<uint64_t, bool>> Resolver::unwind(const UserContext& user)
 #if defined(__x86_64__)
   if (!dwfl_ || user.stack.empty()) return walk;
   if (!unwinding_->attached) {
-    if (!dwfl_attach_state(dwfl_.get(), nullptr, pid_, &kThreadCallbacks, unwinding_.get())) return walk;
+    if (!dwfl_attach_state(dwfl_.get(), nullptr, pid_, &kThreadCallbacks, unwinding_.get())) {
+      if (!unwind_warned_) log::warn("cannot unwind sampled stacks from .eh_frame: {}", dwfl_errmsg(-1));
+      unwind_warned_ = true;
+      return walk;
+    }
     unwinding_->attached = true;
   }
   unwinding_->user = &user;
   // Ends with -1 where the unwind stops (the thread's start has no caller): the frames so far stand.
-  dwfl_getthread_frames(dwfl_.get(), pid_, on_frame, &walk);
+  // A walk that stops at its first frame is said once a capture, with libdwfl's reason.
+  if (dwfl_getthread_frames(dwfl_.get(), pid_, on_frame, &walk) != 0 && walk.size() <= 1 && !unwind_warned_) {
+    log::warn("a sampled stack did not unwind past {:#x} ({} bytes of stack): {}", user.regs[UserContext::kIp],
+              user.stack.size(), dwfl_errmsg(-1));
+    unwind_warned_ = true;
+  }
   unwinding_->user = nullptr;
 #endif
   return walk;

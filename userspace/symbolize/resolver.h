@@ -100,6 +100,7 @@ class Resolver {
   std::unordered_map<uint64_t, Frame> cache_;  // by looked-up address
   std::unique_ptr<Unwinding> unwinding_;       // a stable address for libdwfl's callbacks
   uint64_t last_refresh_ns_ = 0;
+  bool unwind_warned_ = false;  // an unwind that failed has been logged
 };
 
 }  // namespace thptrace::symbolize
