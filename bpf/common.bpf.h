@@ -148,6 +148,8 @@ enum start_kind {
 	/* Not a time: the pid of the child the thread's fork in flight made (set by the fork
 	 * program, read when the call returns). */
 	START_FORK_CHILD = 7,
+	/* An fsync, fdatasync or sync_file_range in flight (disk.bpf.c). */
+	START_DISK = 8,
 };
 
 static __always_inline __u64 start_key(enum start_kind kind, __u32 tid)

@@ -68,6 +68,23 @@ enum thptrace_event_type {
 	EV_COPY_SAMPLE = 7, /* one sampled copy-on-write fault (struct thptrace_copy_sample, own ring) */
 	/* the same with registers and stack to unwind (struct thptrace_copy_sample_dwarf) */
 	EV_COPY_SAMPLE_DWARF = 8,
+	/* a thread of a watched process returned from fsync, fdatasync or sync_file_range: only the
+	 * head of struct thptrace_event (no episode), THPTRACE_EVENT_HEAD_BYTES */
+	EV_DISK = 9,
+};
+
+/* EV_DISK's value: the call. */
+enum thptrace_disk_call {
+	DISK_FSYNC = 1,
+	DISK_FDATASYNC = 2,
+	DISK_SYNC_FILE_RANGE = 3,
+};
+
+/* EV_DISK's value2: the thread that made it, as Redis and Valkey name their threads. */
+enum thptrace_thread_kind {
+	THREAD_MAIN = 0,    /* the process's main thread (tid == tgid): the event loop */
+	THREAD_BIO_AOF = 1, /* "bio_aof" or "bio_aof_fsync": the AOF's background fsync thread */
+	THREAD_OTHER = 2,
 };
 
 enum thptrace_stall_kind {
@@ -167,11 +184,17 @@ struct thptrace_event {
 	__u32 pid;         /* the thread that did it */
 	__u32 child_pid;   /* EV_FORK, EV_FORK_RETURN, EV_CHILD_EXIT */
 	__u64 ts_ns;       /* CLOCK_MONOTONIC */
-	__u64 start_ns;    /* EV_FORK_RETURN: clone entry; EV_STALL: stall start */
-	__u64 value;       /* EV_STALL: kind; EV_COLLAPSE: status (1 = success); EV_FORK: reason */
-	__u64 value2;      /* EV_COLLAPSE: 1 for a khugepaged collapse, 0 for a scan */
+	__u64 start_ns;    /* EV_FORK_RETURN: clone entry; EV_STALL, EV_DISK: its start */
+	__u64 value;       /* EV_STALL: kind; EV_COLLAPSE: status (1 = success); EV_FORK: reason;
+			    * EV_DISK: enum thptrace_disk_call */
+	__u64 value2;      /* EV_COLLAPSE: 1 for a khugepaged collapse, 0 for a scan; EV_DISK: enum
+			    * thptrace_thread_kind */
 	struct thptrace_episode episode; /* EV_CHILD_EXIT: the final counters */
 };
+
+/* The bytes of struct thptrace_event before its episode: the whole of a record that carries none
+ * (EV_DISK), which keeps the frequent ones small. */
+#define THPTRACE_EVENT_HEAD_BYTES 48
 
 /* One sampled copy-on-write fault of a watched process while a fork child of it lives (1 in
  * sample_every of them, counted per CPU), in the `samples` ring buffer. */

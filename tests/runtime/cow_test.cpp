@@ -291,7 +291,7 @@ TEST(Cli, ProbeReportsEveryFamily) {
   Process p({thptrace_bin(), "probe", "--json"});
   ASSERT_EQ(p.wait(60s), 0) << p.err();
   const auto j = nlohmann::json::parse(p.out());
-  for (const char* fam : {"fork", "cow_fault", "thp", "stall", "redis", "kernel_copies"}) {
+  for (const char* fam : {"fork", "cow_fault", "thp", "stall", "redis", "kernel_copies", "disk"}) {
     ASSERT_TRUE(j["families"].contains(fam)) << fam;
     EXPECT_FALSE(j["families"][fam]["why"].get<std::string>().empty());
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "correlate/copies.h"
+#include "correlate/disk.h"
 #include "correlate/replicas.h"
 #include "redis/latency_probe.h"
 
@@ -61,6 +62,10 @@ struct ForkEpisode {
   // (its freeze included) to the child's exit, and in the window of the same length before. Unset
   // when the probe did not run or nothing was answered in the window.
   std::optional<redis::ClientLatency> client_latency_during, client_latency_before;
+  // The process's fsync, fdatasync and sync_file_range calls by thread kind (the disk family),
+  // returned while the child lived (from the fork's start) and in the window of the same length before;
+  // unset when the family did not run (or, before, when the capture started inside that window).
+  std::optional<FsyncWindow> fsync_during, fsync_before;
   // The replicas' full syncs this fork served (INFO replication), in the order they appeared.
   std::vector<ReplicaSync> replicas;
   // Where the parent's copies came from (sampled, --sample-copies); nullopt when sampling was off.

@@ -36,6 +36,20 @@ void client_latency_of_forks(const CaptureInputs& in, std::vector<correlate::For
   }
 }
 
+// Each fork's fsyncs (the disk family): those returned from the fork's start to the child's exit,
+// and in the window of the same length before, as the client latency's windows.
+void fsync_of_forks(const CaptureInputs& in, std::vector<correlate::ForkEpisode>& forks) {
+  const auto tgid = static_cast<uint32_t>(in.pid);
+  for (auto& f : forks) {
+    const auto freeze_ns = static_cast<uint64_t>(f.fork_duration_us.value_or(0) * 1e3);
+    const uint64_t from = f.fork_ts_ns > freeze_ns ? f.fork_ts_ns - freeze_ns : 0;
+    const uint64_t to = f.exit_ts_ns ? f.exit_ts_ns : in.end_ns;
+    f.fsync_during = correlate::fsync_window(in.events, tgid, from, to);
+    if (from > to - from && from - (to - from) >= in.start_ns)
+      f.fsync_before = correlate::fsync_window(in.events, tgid, from - (to - from), from);
+  }
+}
+
 }  // namespace
 
 Report assemble(const CaptureInputs& in) {
@@ -102,6 +116,7 @@ Report assemble(const CaptureInputs& in) {
     if (const proc::Sample* at_fork = in.samples.at_or_before(f.fork_ts_ns); at_fork && at_fork->target_alive)
       f.rss_kb_at_fork = at_fork->rss_kb;
   if (in.sample_every) attribute_forks(in, r.forks);
+  if (in.probes.disk.mode != tracer::Mode::unavailable) fsync_of_forks(in, r.forks);
   if (in.latency_probe_hz) {
     client_latency_of_forks(in, r.forks);
     r.client_probe = ClientProbeSection{in.latency_probe_hz, in.client_timeout_us, in.probe_missed,

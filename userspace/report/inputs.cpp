@@ -326,10 +326,9 @@ CaptureInputs inputs_from_json(const json& j) {
   const auto& p = j.at("probes");
   in.probes.btf = p.at("btf").get<bool>();
   in.probes.kernel_release = p.at("kernel_release").get<std::string>();
-  // Recorded before kernel-made copies were a family: unavailable, as they were then.
+  // Recorded before kernel-made copies or the disk were families: unavailable, as they were then.
   for (const auto& f : tracer::kFamilies)
-    if (f.family != tracer::Family::kernel_copies || p.contains(f.name))
-      in.probes.at(f.family) = choice_from(p.at(f.name));
+    if (!tracer::family_is_optional(f.family) || p.contains(f.name)) in.probes.at(f.family) = choice_from(p.at(f.name));
   in.probes.forced_fallback = p.at("forced_fallback").get<bool>();
   in.huge_alloc = choice_from(j.at("huge_alloc"));
   in.start_ns = j.at("start_ns").get<uint64_t>();

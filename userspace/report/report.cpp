@@ -116,6 +116,25 @@ std::optional<redis::ClientLatency> client_latency_from(const json& v) {
                               v.at("max_us").get<double>(),    v.at("over_timeout").get<uint64_t>()};
 }
 
+ordered_json fsync_json(const std::optional<correlate::FsyncWindow>& w) {
+  if (!w) return nullptr;
+  const auto kind = [](const std::optional<correlate::FsyncLatency>& k) -> ordered_json {
+    if (!k) return nullptr;
+    return {{"count", k->count}, {"p50_us", k->p50_us}, {"p99_us", k->p99_us}, {"max_us", k->max_us}};
+  };
+  return {{"main", kind(w->main)}, {"bio_aof", kind(w->bio_aof)}, {"other", kind(w->other)}};
+}
+
+std::optional<correlate::FsyncWindow> fsync_from(const json& v) {
+  if (v.is_null()) return std::nullopt;
+  const auto kind = [](const json& k) -> std::optional<correlate::FsyncLatency> {
+    if (k.is_null()) return std::nullopt;
+    return correlate::FsyncLatency{k.at("count").get<uint64_t>(), k.at("p50_us").get<double>(),
+                                   k.at("p99_us").get<double>(), k.at("max_us").get<double>()};
+  };
+  return correlate::FsyncWindow{kind(v.at("main")), kind(v.at("bio_aof")), kind(v.at("other"))};
+}
+
 std::optional<correlate::LatencyWindow> latency_from(const json& v) {
   if (v.is_null()) return std::nullopt;
   return correlate::LatencyWindow{v.at("calls").get<uint64_t>(), v.at("p50_us").get<double>(),
@@ -186,6 +205,14 @@ ForkField server_latency(const char* key) {
           [](const json& v, const ForkContext&, correlate::ForkEpisode& e) { e.*Member = latency_from(v); }};
 }
 
+// Written when the disk family ran (its `during` is then set, if empty).
+template <auto Member>
+ForkField fsync(const char* key) {
+  return {key, [](const correlate::ForkEpisode& e, const ForkContext&) { return fsync_json(e.*Member); },
+          [](const json& v, const ForkContext&, correlate::ForkEpisode& e) { e.*Member = fsync_from(v); },
+          [](const correlate::ForkEpisode& e, const ForkContext&) { return e.fsync_during.has_value(); }, true};
+}
+
 template <auto Member>
 ForkField client_latency(const char* key) {
   return {key, [](const correlate::ForkEpisode& e, const ForkContext&) { return client_latency_json(e.*Member); },
@@ -245,6 +272,8 @@ const std::vector<ForkField>& fork_fields() {
        nullptr, true},
       client_latency<&E::client_latency_during>("client_latency_during"),
       client_latency<&E::client_latency_before>("client_latency_before"),
+      fsync<&E::fsync_during>("fsync_during"),
+      fsync<&E::fsync_before>("fsync_before"),
       {"copies", [](const E& e, const ForkContext&) { return copies_json(*e.copies); },
        [](const json& v, const ForkContext&, E& e) { e.copies = copies_from(v); },
        [](const E& e, const ForkContext&) { return e.copies.has_value(); }, true},
@@ -545,9 +574,9 @@ Report from_json(const nlohmann::json& j) {
   r.rss_kb_max = target.at("rss_kb_max").get<uint64_t>();
   r.target_exited = target.at("exited").get<bool>();
   const auto& probes = j.at("probes");
-  // kernel_copies is optional in the schema: reports from before kernel-made copies were a family.
+  // kernel_copies and disk are optional in the schema: reports from before they were families.
   for (const auto& f : tracer::kFamilies)
-    if (f.family != tracer::Family::kernel_copies || probes.contains(f.name))
+    if (!tracer::family_is_optional(f.family) || probes.contains(f.name))
       r.probes.at(f.family).mode = mode_named(probes.at(f.name).get<std::string>());
   // Optional in the schema: reports from before the per-process Redis entry points.
   if (probes.contains("redis_why")) r.probes.redis.why = probes.at("redis_why").get<std::string>();

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <functional>
 
 #include "common/text.h"
@@ -59,6 +60,29 @@ std::string stall_line(const correlate::ForkEpisode& e, const std::optional<doub
 }
 
 // A fork's row, continued: what the latency probe's requests felt during it and before it.
+// The fork's fsyncs by thread kind, during against before: "fsync main 812 × p99 3.1 ms (before 790
+// × 0.4 ms), bio_aof ...".
+std::string fsync_line(const correlate::FsyncWindow& d, const std::optional<correlate::FsyncWindow>& b) {
+  using K = std::optional<correlate::FsyncLatency> correlate::FsyncWindow::*;
+  const std::array<std::pair<const char*, K>, 3> kinds = {{{"main", &correlate::FsyncWindow::main},
+                                                           {"bio_aof", &correlate::FsyncWindow::bio_aof},
+                                                           {"other", &correlate::FsyncWindow::other}}};
+  std::string out;
+  for (const auto& [name, k] : kinds) {
+    const auto& x = d.*k;
+    if (!x) continue;
+    out += fmt::format("{}{} {} × p50 {:.2f} p99 {:.2f} max {:.2f} ms", out.empty() ? "" : "; ", name, x->count,
+                       x->p50_us / 1e3, x->p99_us / 1e3, x->max_us / 1e3);
+    if (b && (*b).*k)
+      out += fmt::format(" (before {} × p99 {:.2f} ms)", ((*b).*k)->count, ((*b).*k)->p99_us / 1e3);
+    else if (b)
+      out += " (none before)";
+  }
+  if (out.empty())
+    out = fmt::format("none by the process while the child lived ({} in the window before)", b ? b->count() : 0);
+  return "           fsync: " + out;
+}
+
 std::string client_latency_line(const redis::ClientLatency& d, const std::optional<redis::ClientLatency>& b,
                                 uint64_t timeout_us) {
   const auto figures = [timeout_us](const redis::ClientLatency& c) {
@@ -166,6 +190,8 @@ void fork_lines(const Report& r, const Line& line) {
                        e.cow_faults, e.child_cow_faults, e.thp_splits, lat(e.latency_during), lat(e.latency_before)));
       if (r.client_probe && e.client_latency_during)
         line(client_latency_line(*e.client_latency_during, e.client_latency_before, r.client_probe->client_timeout_us));
+      if (e.fsync_during && (e.fsync_during->count() || (e.fsync_before && e.fsync_before->count())))
+        line(fsync_line(*e.fsync_during, e.fsync_before));
       if (e.fault_avg_ns)
         line(fmt::format("           COW fault handler: avg {:.0f} ns; huge-PMD faults {}", *e.fault_avg_ns,
                          e.huge_cow_faults));

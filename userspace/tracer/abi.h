@@ -14,6 +14,7 @@ static_assert(offsetof(thptrace_episode, fault_lat) == 24 + 8 * 16, "episode lay
 static_assert(sizeof(thptrace_target) == 4 * THPTRACE_MAX_ACTIVE + 8 * 14 + 8 * THPTRACE_LAT_SLOTS,
               "target layout");
 static_assert(offsetof(thptrace_event, episode) == 48, "event layout");
+static_assert(offsetof(thptrace_event, episode) == THPTRACE_EVENT_HEAD_BYTES, "event head");
 static_assert(sizeof(thptrace_event) == 48 + sizeof(thptrace_episode), "event layout");
 static_assert(sizeof(thptrace_hot) == 64, "hot line layout: one cache line");
 static_assert(sizeof(thptrace_pcpu) == 64 + 8 * THPTRACE_LAT_SLOTS, "per-CPU counters: whole cache lines");

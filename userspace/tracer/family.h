@@ -13,7 +13,7 @@ namespace thptrace::tracer {
 enum class Mode { fentry, tp_btf, raw_tp, uprobe, info_polling, unavailable };
 const char* mode_name(Mode m);
 
-enum class Family { fork, cow_fault, thp, stall, redis, kernel_copies };
+enum class Family { fork, cow_fault, thp, stall, redis, kernel_copies, disk };
 
 struct FamilyInfo {
   Family family;
@@ -24,7 +24,7 @@ struct FamilyInfo {
 };
 
 // In the order every listing uses.
-inline constexpr std::array<FamilyInfo, 6> kFamilies = {{
+inline constexpr std::array<FamilyInfo, 7> kFamilies = {{
     {Family::fork,
      "fork",
      "sched_process_fork/exit; sys_enter/exit for clone timing; a uprobe pair on libc fork()",
@@ -49,6 +49,10 @@ inline constexpr std::array<FamilyInfo, 6> kFamilies = {{
      "kernel_copies",
      "do_wp_page under fentry, else page_fault_kernel",
      {Mode::fentry, Mode::tp_btf, Mode::raw_tp}},
+    {Family::disk,
+     "disk",
+     "sys_enter/sys_exit for fsync, fdatasync and sync_file_range",
+     {Mode::tp_btf, Mode::raw_tp, Mode::unavailable}},
 }};
 
 constexpr const FamilyInfo& family_info(Family f) {
@@ -57,6 +61,9 @@ constexpr const FamilyInfo& family_info(Family f) {
   return kFamilies[0];
 }
 constexpr const char* family_name(Family f) { return family_info(f).name; }
+
+// A family that recordings and reports from before it existed lack: read as unavailable, as it was.
+constexpr bool family_is_optional(Family f) { return f == Family::kernel_copies || f == Family::disk; }
 
 // The mode after m in f's chain: where f goes when the kernel refuses its programs in mode m.
 constexpr Mode next_mode(Family f, Mode m) {

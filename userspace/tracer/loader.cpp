@@ -100,6 +100,10 @@ std::vector<ProgramSet> program_table(::thptrace_bpf* s) {
       {p.repl_bgsave_exit, F::redis, Mode::uprobe},
       {p.redis_fork_enter, F::redis, Mode::uprobe},
       {p.redis_fork_exit, F::redis, Mode::uprobe},
+      {p.disk_enter_btf, F::disk, Mode::tp_btf},
+      {p.disk_enter_raw, F::disk, Mode::raw_tp},
+      {p.disk_exit_btf, F::disk, Mode::tp_btf},
+      {p.disk_exit_raw, F::disk, Mode::raw_tp},
   };
 }
 

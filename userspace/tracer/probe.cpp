@@ -216,6 +216,7 @@ auto& choice_of(Modes& m, Family f) {
     case Family::stall: return m.stall;
     case Family::redis: return m.redis;
     case Family::kernel_copies: return m.kernel_copies;
+    case Family::disk: return m.disk;
   }
   return m.redis;
 }
@@ -266,6 +267,7 @@ AttachModes choose_modes(bool force_fallback, const RedisScope& redis) {
   r.thp = tracepoint_family({"mm_khugepaged_scan_pmd", "mm_collapse_huge_page"});
   r.stall = tracepoint_family({"mm_compaction_begin", "mm_compaction_end", "mm_vmscan_direct_reclaim_begin",
                                "mm_vmscan_direct_reclaim_end"});
+  r.disk = tracepoint_family({"sys_enter", "sys_exit"});
   r.task_storage = fp.task_storage();
   const std::string starts =
       r.task_storage ? "fault start times in task storage" : fp.last_failure() + ": fault start times in a hash map";

@@ -31,6 +31,8 @@ struct AttachModes {
   // fork child): fentry when do_wp_page counts them with the rest, else the page_fault_kernel
   // tracepoint in the cow_fault family's style, else unavailable (those copies are then missed).
   FamilyChoice kernel_copies;
+  // fsync, fdatasync and sync_file_range of the watched processes' threads.
+  FamilyChoice disk;
   bool forced_fallback = false;
   // Non-empty when the kernel lacks something every capture needs (below the minimum kernel): one
   // sentence naming it. The Tracer refuses to start with it.

@@ -68,9 +68,10 @@ Followed Tracer::follow(pid_t pid, bool info_polling) {
 
 int Tracer::on_ring_record(void* ctx, void* data, size_t size) {
   auto* self = static_cast<Tracer*>(ctx);
-  if (size < sizeof(thptrace_event) || !self->on_event_) return 0;
-  thptrace_event e;
-  std::memcpy(&e, data, sizeof e);
+  // A record without an episode (EV_DISK) is the event's head alone.
+  if (size < THPTRACE_EVENT_HEAD_BYTES || !self->on_event_) return 0;
+  thptrace_event e{};
+  std::memcpy(&e, data, std::min(size, sizeof e));
   // No exception may cross libbpf's C frames.
   try {
     (*self->on_event_)(e);

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Disk family: each fsync, fdatasync and sync_file_range a watched process's threads make, timed
+ * from the system call's entry to its return, with the thread that made it (the main thread, Redis's
+ * bio AOF thread, another). The syscall tracepoints run for every system call of the machine: the
+ * call number is compared first and almost every call leaves there; one of the three then leaves
+ * after an array read (its hot line) unless its process is watched. */
+#include "common.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define NR_fsync 74
+#define NR_fdatasync 75
+#define NR_sync_file_range 277
+
+static __always_inline __u32 disk_call(long id)
+{
+	switch (id) {
+	case NR_fsync:
+		return DISK_FSYNC;
+	case NR_fdatasync:
+		return DISK_FDATASYNC;
+	case NR_sync_file_range:
+		return DISK_SYNC_FILE_RANGE;
+	}
+	return 0;
+}
+
+/* Redis names its AOF fsync thread "bio_aof_fsync" (7.0) or "bio_aof" (7.2, Valkey). */
+static __always_inline __u32 thread_kind(__u32 tgid, __u32 tid)
+{
+	char comm[16];
+
+	if (tid == tgid)
+		return THREAD_MAIN;
+	if (bpf_get_current_comm(comm, sizeof(comm)))
+		return THREAD_OTHER;
+	if (comm[0] == 'b' && comm[1] == 'i' && comm[2] == 'o' && comm[3] == '_' && comm[4] == 'a' &&
+	    comm[5] == 'o' && comm[6] == 'f')
+		return THREAD_BIO_AOF;
+	return THREAD_OTHER;
+}
+
+static __always_inline int disk_enter(long id)
+{
+	__u32 tgid;
+
+	if (!disk_call(id))
+		return 0;
+	tgid = current_tgid();
+	if (maybe_watched(tgid) && bpf_map_lookup_elem(&targets, &tgid))
+		start_record(START_DISK);
+	return 0;
+}
+
+/* id: the call's number, read back from the registers at its return (orig_ax). */
+static __always_inline int disk_exit(long id)
+{
+	struct thptrace_event *e;
+	__u32 call = disk_call(id);
+	__u32 tgid, tid;
+	__u64 begin;
+
+	if (!call)
+		return 0;
+	tgid = current_tgid();
+	if (!maybe_watched(tgid))
+		return 0;
+	begin = start_take(START_DISK);
+	if (!begin)
+		return 0;
+	tid = current_tid();
+	e = bpf_ringbuf_reserve(&events, THPTRACE_EVENT_HEAD_BYTES, 0);
+	if (!e) {
+		count_drop();
+		return 0;
+	}
+	e->type = EV_DISK;
+	e->tgid = tgid;
+	e->pid = tid;
+	e->child_pid = 0;
+	e->ts_ns = bpf_ktime_get_ns();
+	e->start_ns = begin;
+	e->value = call;
+	e->value2 = thread_kind(tgid, tid);
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(disk_enter_btf, struct pt_regs *regs, long id)
+{
+	return disk_enter(id);
+}
+
+SEC("raw_tp/sys_enter")
+int BPF_PROG(disk_enter_raw, struct pt_regs *regs, long id)
+{
+	return disk_enter(id);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(disk_exit_btf, struct pt_regs *regs, long ret)
+{
+	return disk_exit(regs->orig_ax);
+}
+
+SEC("raw_tp/sys_exit")
+int BPF_PROG(disk_exit_raw, struct pt_regs *regs, long ret)
+{
+	return disk_exit(BPF_CORE_READ(regs, orig_ax));
+}

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "correlate/disk.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+namespace thptrace::correlate {
+namespace {
+
+// The nearest-rank percentile of sorted values: the smallest with at least q of them at or below it.
+double percentile(const std::vector<double>& sorted, double q) {
+  const auto rank = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size())));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
+
+std::optional<FsyncLatency> latency_of(std::vector<double> us) {
+  if (us.empty()) return std::nullopt;
+  std::sort(us.begin(), us.end());
+  return FsyncLatency{us.size(), percentile(us, 0.5), percentile(us, 0.99), us.back()};
+}
+
+}  // namespace
+
+uint64_t FsyncWindow::count() const {
+  uint64_t n = 0;
+  for (const auto* k : {&main, &bio_aof, &other})
+    if (*k) n += (*k)->count;
+  return n;
+}
+
+FsyncWindow fsync_window(const std::vector<thptrace_event>& events, uint32_t tgid, uint64_t from_ns, uint64_t to_ns) {
+  std::array<std::vector<double>, 3> us;  // by enum thptrace_thread_kind
+  for (const auto& e : events) {
+    if (e.type != EV_DISK || e.tgid != tgid || e.ts_ns < from_ns || e.ts_ns >= to_ns || e.ts_ns < e.start_ns) continue;
+    const size_t kind = e.value2 < us.size() ? static_cast<size_t>(e.value2) : size_t{THREAD_OTHER};
+    us[kind].push_back(static_cast<double>(e.ts_ns - e.start_ns) / 1e3);
+  }
+  return {latency_of(std::move(us[THREAD_MAIN])), latency_of(std::move(us[THREAD_BIO_AOF])),
+          latency_of(std::move(us[THREAD_OTHER]))};
+}
+
+}  // namespace thptrace::correlate

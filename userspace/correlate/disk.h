@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The disk family's records of one process (EV_DISK: an fsync, fdatasync or sync_file_range, timed
+// from entry to return) gathered over a window, per kind of thread: what a fork's window says of the
+// disk next to its copies.
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "tracer/abi.h"
+
+namespace thptrace::correlate {
+
+struct FsyncLatency {
+  uint64_t count = 0;
+  double p50_us = 0, p99_us = 0, max_us = 0;
+};
+
+// Each kind of thread (bpf/thptrace.h enum thptrace_thread_kind); unset where it made none.
+struct FsyncWindow {
+  std::optional<FsyncLatency> main, bio_aof, other;
+  uint64_t count() const;
+};
+
+// The calls of `tgid` that returned in [from_ns, to_ns): a call that waited across the start counts
+// where its wait ended.
+FsyncWindow fsync_window(const std::vector<thptrace_event>& events, uint32_t tgid, uint64_t from_ns, uint64_t to_ns);
+
+}  // namespace thptrace::correlate
