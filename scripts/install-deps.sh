@@ -32,6 +32,7 @@ test=(
   # /var/cache/thptrace-servers, not installed): the libraries the extracted valkey binaries link, and
   # flock and dpkg-deb; Redis builds with build-essential
   libjemalloc2 liblzf1 libsystemd0 libssl3 libatomic1 util-linux dpkg
+  e2fsprogs mount  # a slow disk for the disk family's Redis tests: an ext4 on a loop device (losetup), throttled
   prometheus python3-yaml systemd  # deploy checks (tests/deploy/check.sh)
   libclang-rt-14-dev  # fuzzing (tests/fuzz): libFuzzer and the sanitizer runtimes for clang
   bpftrace curl  # benchmarks (tests/bench/bpf_cost.sh compares against a bpftrace one-liner)

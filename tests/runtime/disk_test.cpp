@@ -6,9 +6,17 @@
 // next).
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "harness.h"
@@ -81,7 +89,174 @@ void expect_known_fsyncs(bool force_fallback) {
   }
 }
 
+// Runs a shell command; its stdout, or nullopt when it failed.
+std::optional<std::string> shell(const std::string& command) {
+  std::string out;
+  FILE* p = ::popen((command + " 2>/dev/null").c_str(), "r");
+  if (!p) return std::nullopt;
+  char buf[256];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  if (::pclose(p) != 0) return std::nullopt;
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+bool write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+  f.flush();
+  return static_cast<bool>(f);
+}
+
+// A deliberately slow disk: an ext4 on a loop device whose writes are throttled to write_bps for the
+// processes admitted into its cgroup (v1 blkio.throttle.write_bps_device; v2 io.max wbps). Under v1 a
+// throttle holds the writes a process submits itself (its fsyncs' writeback, the fork child's syncs),
+// not the kernel flusher's. Everything is undone by the destructor.
+class SlowDisk {
+ public:
+  explicit SlowDisk(uint64_t write_bps) {
+    work_ = make_temp_dir("thptrace-slowdisk-");
+    mount_ = work_ + "/mnt";
+    std::filesystem::create_directory(mount_);
+    const std::string image = work_ + "/disk.img";
+    if (!shell("truncate -s 1G " + image)) {
+      fail("truncate");
+      return;
+    }
+    const auto loop = shell("losetup -f --show " + image);
+    if (!loop || loop->empty()) {
+      fail("losetup");
+      return;
+    }
+    loop_ = *loop;
+    if (!shell("mkfs.ext4 -q -F " + loop_)) {
+      fail("mkfs.ext4");
+      return;
+    }
+    if (!shell("mount " + loop_ + " " + mount_)) {
+      fail("mount");
+      return;
+    }
+    mounted_ = true;
+    struct stat st {};
+    if (::stat(loop_.c_str(), &st) != 0) {
+      fail("stat " + loop_);
+      return;
+    }
+    const std::string dev = std::to_string(major(st.st_rdev)) + ":" + std::to_string(minor(st.st_rdev));
+    const std::string name = "thptrace-slowdisk-" + std::to_string(::getpid());
+    if (std::filesystem::exists("/sys/fs/cgroup/blkio/cgroup.procs")) {
+      root_ = "/sys/fs/cgroup/blkio";
+      cgroup_ = root_ + "/" + name;
+      std::filesystem::create_directory(cgroup_);
+      if (!write_file(cgroup_ + "/blkio.throttle.write_bps_device", dev + " " + std::to_string(write_bps))) {
+        fail("blkio.throttle.write_bps_device");
+        return;
+      }
+    } else {
+      root_ = "/sys/fs/cgroup";
+      write_file(root_ + "/cgroup.subtree_control", "+io");
+      cgroup_ = root_ + "/" + name;
+      std::filesystem::create_directory(cgroup_);
+      if (!write_file(cgroup_ + "/io.max", dev + " wbps=" + std::to_string(write_bps))) {
+        fail("io.max");
+        return;
+      }
+    }
+    ok_ = true;
+  }
+  ~SlowDisk() {
+    if (!cgroup_.empty()) {
+      std::ifstream procs(cgroup_ + "/cgroup.procs");
+      for (std::string pid; std::getline(procs, pid);) write_file(root_ + "/cgroup.procs", pid);
+      std::error_code ec;
+      std::filesystem::remove(cgroup_, ec);
+    }
+    if (mounted_ && !shell("umount " + mount_)) shell("umount -l " + mount_);
+    if (!loop_.empty()) shell("losetup -d " + loop_);
+    std::error_code ec;
+    std::filesystem::remove_all(work_, ec);
+  }
+  SlowDisk(const SlowDisk&) = delete;
+  SlowDisk& operator=(const SlowDisk&) = delete;
+  bool ok() const { return ok_; }
+  const std::string& error() const { return error_; }
+  const std::string& dir() const { return mount_; }
+  // Moves a process (all its threads) into the throttled cgroup; its children are born there.
+  bool admit(pid_t pid) const { return write_file(cgroup_ + "/cgroup.procs", std::to_string(pid)); }
+
+ private:
+  void fail(const std::string& step) { error_ = "the slow disk could not be set up: " + step + " failed"; }
+  std::string work_, mount_, loop_, root_, cgroup_, error_;
+  bool mounted_ = false, ok_ = false;
+};
+
+// The fork of reason `reason` in a report; null when there is none.
+const nlohmann::json* fork_of(const nlohmann::json& report, const std::string& reason) {
+  for (const auto& f : report.at("forks"))
+    if (f.at("reason") == reason) return &f;
+  return nullptr;
+}
+
+// A Redis with appendfsync always on a slow disk (writes throttled to 24 MB/s: the load's own fsyncs,
+// about 2,000 a second of a 4 KiB page each, fit under it; the child's rewrite, a few 4 MB syncs, does
+// not), its AOF rewritten
+// under a SET load from one connection (every SET waits for its fsync on the event loop), captured
+// from 5 s before the BGREWRITEAOF to 1 s after its end. The capture's report, or null after a
+// failed assertion.
+nlohmann::json aof_rewrite_on_a_slow_disk(bool no_fsync_on_rewrite, bool force_fallback = false) {
+  SlowDisk disk(24 << 20);
+  EXPECT_TRUE(disk.ok()) << disk.error();
+  if (!disk.ok()) return nullptr;
+  RedisServer redis({"--dir", disk.dir(), "--appendonly", "yes", "--appendfsync", "always", "--aof-use-rdb-preamble",
+                     "yes", "--no-appendfsync-on-rewrite", no_fsync_on_rewrite ? "yes" : "no"});
+  EXPECT_TRUE(disk.admit(redis.pid()));
+  // About 25 MB of keys for the rewrite to write: a second or so through the throttle.
+  redis.cmd({"DEBUG", "POPULATE", "200000", "key", "100"});
+  const std::string dir = make_temp_dir("thptrace-disk-redis-");
+  const std::string json = dir + "/report.json";
+  std::vector<std::string> args = {thptrace_bin(), "--redis", redis.address(), "--duration", "120", "--json", json};
+  if (force_fallback) args.emplace_back("--force-fallback");
+  Process tracer(args);
+  EXPECT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
+  {
+    WriteLoad load(redis);
+    std::this_thread::sleep_for(5s);
+    redis.cmd({"BGREWRITEAOF"});
+    EXPECT_TRUE(wait_info(redis, "aof_rewrite_in_progress", "1", 10s));
+    EXPECT_TRUE(wait_info(redis, "aof_rewrite_in_progress", "0", 90s));
+    std::this_thread::sleep_for(1s);
+    EXPECT_GT(load.writes(), 100u);
+  }
+  tracer.signal(SIGINT);
+  EXPECT_EQ(tracer.wait(30s), 0) << tracer.err();
+  auto report = read_json(json);
+  std::filesystem::remove_all(dir);
+  return report;
+}
+
 }  // namespace
+
+// appendfsync always with no-appendfsync-on-rewrite yes, AOF rewrite on a slow disk: Redis makes no
+// fsync on the event loop while the child lives, and the report shows them stop against the window
+// before. (The contention itself, fsyncs slower while the child writes, shows on this disk in most
+// runs but not all: the test of it waits for a disk whose throttle is calibrated, issue #28.)
+TEST(Disk, NoAppendfsyncOnRewriteStopsTheEventLoopsFsyncs) {
+  REQUIRE_BPF();
+  const auto report = aof_rewrite_on_a_slow_disk(true, false);
+  ASSERT_TRUE(report.is_object());
+  EXPECT_EQ(report.at("redis").at("persistence").at("no_appendfsync_on_rewrite"), "yes");
+  const auto* fork = fork_of(report, "aof_rewrite");
+  ASSERT_NE(fork, nullptr) << report.at("forks").dump(1);
+  const auto& before = fork->at("fsync_before").at("main");
+  ASSERT_TRUE(before.is_object()) << fork->dump(1);
+  EXPECT_GE(before.at("count").get<int>(), 20) << before.dump();
+  // At most the one in flight when the fork came, and one as the child's exit is noticed.
+  const auto& during = fork->at("fsync_during").at("main");
+  if (!during.is_null()) {
+    EXPECT_LE(during.at("count").get<int>(), 2) << during.dump();
+  }
+}
 
 TEST(Disk, FsyncsCountedAndTimedByThreadKind) {
   REQUIRE_BPF();

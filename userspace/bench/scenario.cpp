@@ -295,6 +295,8 @@ void read_capture(const std::filesystem::path& json_path, ScenarioResult& r) {
     k.child_cow_faults = f.child_cow_faults;
     k.thp_splits = f.thp_splits;
     k.thp_splits_source = f.thp_splits_source;
+    k.fsync_during = f.fsync_during;
+    k.fsync_before = f.fsync_before;
     k.fork_ns = f.fork_ts_ns;
     k.exit_ns = f.exit_ts_ns;
     k.phase = phase_at(r, k.fork_ns);

@@ -12,6 +12,7 @@
 
 #include "bench/bench.h"
 #include "bench/server.h"
+#include "correlate/disk.h"
 #include "correlate/replicas.h"
 #include "loadgen/loadgen.h"
 #include "redis/parse.h"
@@ -39,6 +40,8 @@ struct ForkRecord {
   std::string phase;     // the phase the fork began in
   // The replicas' full syncs the capture gave this fork (INFO replication, polled every 100 ms).
   std::vector<correlate::ReplicaSync> replicas;
+  // The capture's disk family: the process's fsyncs by thread while the child lived and before.
+  std::optional<correlate::FsyncWindow> fsync_during, fsync_before;
 };
 
 struct ScenarioResult {

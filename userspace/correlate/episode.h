@@ -63,9 +63,11 @@ struct ForkEpisode {
   // when the probe did not run or nothing was answered in the window.
   std::optional<redis::ClientLatency> client_latency_during, client_latency_before;
   // The process's fsync, fdatasync and sync_file_range calls by thread kind (the disk family),
-  // returned while the child lived (from the fork's start) and in the window of the same length before;
+  // returned while the child lived (from its creation) and in the window of the same length before;
   // unset when the family did not run (or, before, when the capture started inside that window).
   std::optional<FsyncWindow> fsync_during, fsync_before;
+  // INFO's aof_delayed_fsync from the last poll before the fork to the first after the child's exit.
+  std::optional<int64_t> aof_delayed_fsync;
   // The replicas' full syncs this fork served (INFO replication), in the order they appeared.
   std::vector<ReplicaSync> replicas;
   // Where the parent's copies came from (sampled, --sample-copies); nullopt when sampling was off.

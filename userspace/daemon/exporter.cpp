@@ -81,6 +81,16 @@ void Exporter::on_event(TargetId id, const thptrace_event& e) {
     case EV_STALL:
       metrics_.on_stall(t.label, e.value == STALL_COMPACTION, static_cast<double>(e.ts_ns - e.start_ns) / 1e9);
       break;
+    case EV_DISK: {
+      if (e.ts_ns < e.start_ns) break;
+      const char* thread = e.value2 == THREAD_MAIN ? "main" : e.value2 == THREAD_BIO_AOF ? "bio_aof" : "other";
+      const uint64_t done = e.ts_ns;
+      const bool during_fork = std::any_of(t.fork_windows.begin(), t.fork_windows.end(), [done](const auto& kv) {
+        return done >= kv.second.from_ns && (kv.second.to_ns == 0 || done <= kv.second.to_ns);
+      });
+      metrics_.observe_fsync(t.label, thread, during_fork, static_cast<double>(e.ts_ns - e.start_ns) / 1e9);
+      break;
+    }
     default: break;
   }
 }

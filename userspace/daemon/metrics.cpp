@@ -30,6 +30,10 @@ const Histogram::BucketBoundaries kStallSeconds = {0.00001, 0.0001, 0.001, 0.01,
 // the THP study counts a request over as a timeout.
 const Histogram::BucketBoundaries kClientSeconds = {
     0.000025, 0.00005, 0.0001, 0.0002, 0.0003, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5};
+// An fsync: 10 µs (a file with nothing dirty) to 10 s (a saturated disk), in 1-2-5 steps.
+const Histogram::BucketBoundaries kFsyncSeconds = {0.00001, 0.00002, 0.00005, 0.0001, 0.0002, 0.0005, 0.001,
+                                                   0.002,   0.005,   0.01,    0.02,   0.05,   0.1,    0.2,
+                                                   0.5,     1,       2,       5,      10};
 // A copy is one base page, as in the report: x86_64, the only architecture thptrace builds for.
 constexpr double kPageBytes = 4096;
 Histogram::BucketBoundaries cow_fault_buckets() {
@@ -250,6 +254,12 @@ Metrics::Metrics()
                           .Help("The latency probe's PINGs, each timed from its due time, by phase: fork while a "
                                 "fork child of the server lived, idle otherwise.")
                           .Register(*registry_)),
+      fsync_(BuildHistogram()
+                 .Name("thptrace_fsync_seconds")
+                 .Help("fsync, fdatasync and sync_file_range calls of the watched process, timed in the kernel from "
+                       "entry to return, by thread (main: the event loop; bio_aof: Redis's AOF fsync thread; other) "
+                       "and phase (fork while a fork child of it lived, idle otherwise).")
+                 .Register(*registry_)),
       last_fork_time_(BuildGauge()
                           .Name("thptrace_last_fork_timestamp_seconds")
                           .Help("Unix time the last fork of the watched process of each reason started, set when its "
@@ -416,7 +426,7 @@ void Metrics::remove_target(const std::string& t) {
                   &copied_bytes_, &reuse_faults_, &thp_splits_, &thp_collapses_, &untracked_forks_})
     remove_series_of(*f, t);
   for (auto* f : {&fork_duration_, &child_lifetime_, &fork_cow_faults_, &fork_replicas_, &replica_sync_, &stall_,
-                  &client_latency_})
+                  &client_latency_, &fsync_})
     remove_series_of(*f, t, none);
   for (auto* f : {&last_fork_time_, &last_fork_duration_, &last_fork_copied_, &in_progress_, &anon_huge_, &rss_,
                   &cgroup_usage_, &cgroup_limit_, &thp_process_, &redis_up_, &cow_size_, &fork_ratio_, &keys_processed_,
@@ -487,6 +497,11 @@ void Metrics::on_replica_sync(const std::string& t, const correlate::ReplicaSync
 void Metrics::observe_client_latency(const std::string& t, bool during_fork, double seconds) {
   // Made at a target's first probe: a target without one has no such series.
   client_latency_.Add(of(t, {{"phase", during_fork ? "fork" : "idle"}}), kClientSeconds).Observe(seconds);
+}
+
+void Metrics::observe_fsync(const std::string& t, const char* thread, bool during_fork, double seconds) {
+  // Made at a target's first call of a kind: a process that never syncs has no such series.
+  fsync_.Add(of(t, {{"thread", thread}, {"phase", during_fork ? "fork" : "idle"}}), kFsyncSeconds).Observe(seconds);
 }
 
 void Metrics::on_stall(const std::string& t, bool compaction, double seconds) {

@@ -81,6 +81,9 @@ class Metrics {
   void on_stall(const std::string& target, bool compaction, double seconds);
   // One request of the latency probe: during_fork when a fork child of the target lived then.
   void observe_client_latency(const std::string& target, bool during_fork, double seconds);
+  // One fsync, fdatasync or sync_file_range of the target (the disk family) by thread kind (main,
+  // bio_aof, other): during_fork when a fork child of the target lived when it returned.
+  void observe_fsync(const std::string& target, const char* thread, bool during_fork, double seconds);
   // One replica's full sync that ended (online or dropped); repeat: the replica had been dropped
   // before online shortly before (the full-sync loop went round once more).
   void on_replica_sync(const std::string& target, const correlate::ReplicaSync& s, bool repeat);
@@ -135,6 +138,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& thp_collapses_;
   prometheus::Family<prometheus::Histogram>& stall_;
   prometheus::Family<prometheus::Histogram>& client_latency_;
+  prometheus::Family<prometheus::Histogram>& fsync_;
   prometheus::Family<prometheus::Gauge>& last_fork_time_;
   prometheus::Family<prometheus::Gauge>& last_fork_duration_;
   prometheus::Family<prometheus::Gauge>& last_fork_copied_;

@@ -37,6 +37,7 @@ Snapshot snapshot_from_info(const InfoMap& info, uint64_t ts_ns) {
       info_int(info, "client_output_buffer_limit_disconnections").value_or(-1);
   s.mem_total_replication_buffers = info_int(info, "mem_total_replication_buffers").value_or(0);
   s.master_repl_offset = info_int(info, "master_repl_offset").value_or(0);
+  s.aof_delayed_fsync = info_int(info, "aof_delayed_fsync").value_or(-1);
   return s;
 }
 
@@ -294,7 +295,8 @@ std::unique_ptr<Client> Watcher::open(std::string* error) {
   std::map<std::string, std::string> cfg;
   ask_optional(*client, config_gate_, "CONFIG GET", [&] {
     cfg = client->config_get({"disable-thp", "repl-diskless-sync", "client-output-buffer-limit", "repl-timeout",
-                              "repl-diskless-sync-delay"});
+                              "repl-diskless-sync-delay", "appendonly", "appendfsync", "no-appendfsync-on-rewrite",
+                              "aof-rewrite-incremental-fsync", "rdb-save-incremental-fsync"});
     return !client->refused() && !client->broken();
   });
   if (client->broken()) {
@@ -317,6 +319,16 @@ std::unique_ptr<Client> Watcher::open(std::string* error) {
   f.client_output_buffer_limit = get("client-output-buffer-limit");
   f.repl_timeout = number("repl-timeout");
   f.repl_diskless_sync_delay = number("repl-diskless-sync-delay");
+  // yes/no and always/everysec/no: anything longer is not one of them.
+  const auto word = [&get](const char* key) {
+    std::string v = get(key);
+    return v.size() <= 8 ? v : std::string();
+  };
+  f.appendonly = word("appendonly");
+  f.appendfsync = word("appendfsync");
+  f.no_appendfsync_on_rewrite = word("no-appendfsync-on-rewrite");
+  f.aof_rewrite_incremental_fsync = word("aof-rewrite-incremental-fsync");
+  f.rdb_save_incremental_fsync = word("rdb-save-incremental-fsync");
   std::lock_guard lock(mu_);
   facts_ = f;
   cadence_.on_connected();

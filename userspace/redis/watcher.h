@@ -55,6 +55,9 @@ struct Snapshot {
   int64_t client_output_buffer_limit_disconnections = -1;
   int64_t mem_total_replication_buffers = 0;  // INFO memory (Redis >= 7.0)
   int64_t master_repl_offset = 0;             // INFO replication: bytes written to the replication stream
+  // INFO persistence: times the event loop postponed an AOF write because the bio thread's fsync was
+  // still running (appendfsync everysec); -1 when INFO lacks it.
+  int64_t aof_delayed_fsync = -1;
   // The largest replica output buffer (CLIENT LIST TYPE replica, omem), asked only while a replica
   // is not online (a sync is on); -1 when not asked.
   int64_t replica_output_buffer_max = -1;
@@ -84,6 +87,9 @@ struct ServerFacts {
   std::string client_output_buffer_limit;  // CONFIG GET client-output-buffer-limit, all classes
   std::string repl_timeout;                // seconds
   std::string repl_diskless_sync_delay;    // seconds
+  // What decides the AOF's and the RDB's syncs (CONFIG GET; "" when not read).
+  std::string appendonly, appendfsync, no_appendfsync_on_rewrite, aof_rewrite_incremental_fsync,
+      rdb_save_incremental_fsync;
 };
 
 Snapshot snapshot_from_info(const InfoMap& info, uint64_t ts_ns);

@@ -36,15 +36,24 @@ void client_latency_of_forks(const CaptureInputs& in, std::vector<correlate::For
   }
 }
 
-// Each fork's fsyncs (the disk family): those returned from the fork's start to the child's exit,
-// and in the window of the same length before, as the client latency's windows.
+// Each fork's fsyncs (the disk family): those returned from the child's creation to its exit, and in
+// the window of the same length before. Unlike the client latency's, the window does not reach back
+// over the fork() call: Redis syncs the AOF just before it forks a rewrite, and a call that returned
+// before the child existed did not share the disk with it.
 void fsync_of_forks(const CaptureInputs& in, std::vector<correlate::ForkEpisode>& forks) {
   const auto tgid = static_cast<uint32_t>(in.pid);
   for (auto& f : forks) {
-    const auto freeze_ns = static_cast<uint64_t>(f.fork_duration_us.value_or(0) * 1e3);
-    const uint64_t from = f.fork_ts_ns > freeze_ns ? f.fork_ts_ns - freeze_ns : 0;
+    const uint64_t from = f.fork_ts_ns;
     const uint64_t to = f.exit_ts_ns ? f.exit_ts_ns : in.end_ns;
     f.fsync_during = correlate::fsync_window(in.events, tgid, from, to);
+    const redis::Snapshot *before = nullptr, *after = nullptr;
+    for (const auto& s : in.timeline) {
+      if (!s.up || s.aof_delayed_fsync < 0) continue;
+      if (s.ts_ns <= from) before = &s;
+      if (s.ts_ns >= to && !after) after = &s;
+    }
+    if (before && after && after->aof_delayed_fsync >= before->aof_delayed_fsync)
+      f.aof_delayed_fsync = after->aof_delayed_fsync - before->aof_delayed_fsync;
     if (from > to - from && from - (to - from) >= in.start_ns)
       f.fsync_before = correlate::fsync_window(in.events, tgid, from - (to - from), from);
   }
@@ -167,6 +176,12 @@ Report assemble(const CaptureInputs& in) {
         rs.latest_fork_usec = b->latest_fork_usec;
         rs.total_forks_delta = b->total_forks - a->total_forks;
         rs.rdb_last_cow_size = b->rdb_last_cow_size;
+      }
+      if (const auto& f = *in.facts; !f.appendfsync.empty()) {
+        rs.persistence = RedisSection::Persistence{f.appendonly, f.appendfsync, f.no_appendfsync_on_rewrite,
+                                                   f.aof_rewrite_incremental_fsync, f.rdb_save_incremental_fsync};
+        if (b && a->aof_delayed_fsync >= 0 && b->aof_delayed_fsync >= a->aof_delayed_fsync)
+          rs.persistence->aof_delayed_fsync_delta = b->aof_delayed_fsync - a->aof_delayed_fsync;
       }
     }
     if (!rs.reachable) rs.error = in.redis_error.empty() ? "no reply" : in.redis_error;

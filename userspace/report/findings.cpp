@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
+#include <string_view>
 #include <tuple>
 
 #include "report/copies.h"
@@ -294,6 +296,88 @@ void fork_findings(const Report& r, std::vector<Draft>& f) {
   }
 }
 
+// Fewer calls than this in a window say nothing of its latency.
+constexpr uint64_t kFsyncCallsToCompare = 5;
+// A fork window's p99 this many times its window before's, or its slowest call kFsyncMaxSlowdown times
+// the slowest before and at least kFsyncMaxMs: the disk slowed while the child lived. The slowest
+// call counts because a child's sync holds the disk for long stretches: the calls it delays are few
+// (the event loop waits in them), often under 1% of a window's calls.
+constexpr double kFsyncSlowdown = 2.0;
+constexpr double kFsyncMaxSlowdown = 4.0;
+constexpr double kFsyncMaxMs = 10.0;
+
+// Whether the fsyncs of a watched process slowed while a fork child lived (the child writing its RDB
+// or its rewritten AOF next to the process's own syncs), from the fork whose fsync p99 rose most,
+// and which settings trade it; or that they did not, so the disk was not what the clients felt.
+void disk_findings(const Report& r, std::vector<Draft>& f) {
+  struct Pick {
+    const correlate::ForkEpisode* fork;
+    const char* kind;
+    correlate::FsyncLatency during, before;
+    double ratio;
+  };
+  std::optional<Pick> worst;
+  for (const auto& e : r.forks) {
+    if (!e.fsync_during || !e.fsync_before) continue;
+    for (const auto& [kind, member] :
+         {std::pair{"main", &correlate::FsyncWindow::main}, std::pair{"bio_aof", &correlate::FsyncWindow::bio_aof}}) {
+      const auto& d = (*e.fsync_during).*member;
+      const auto& b = (*e.fsync_before).*member;
+      if (!d || !b || d->count < kFsyncCallsToCompare || b->count < kFsyncCallsToCompare || b->p99_us <= 0) continue;
+      // The slowdown: the p99's ratio, or the slowest call's scaled to the same threshold.
+      const double by_max = d->max_us >= kFsyncMaxMs * 1e3 && b->max_us > 0
+                                ? d->max_us / b->max_us * kFsyncSlowdown / kFsyncMaxSlowdown
+                                : 0;
+      const double ratio = std::max(d->p99_us / b->p99_us, by_max);
+      if (!worst || ratio > worst->ratio) worst = Pick{&e, kind, *d, *b, ratio};
+    }
+  }
+  if (!worst) return;
+  const auto& e = *worst->fork;
+  const bool main = std::string_view(worst->kind) == "main";
+  const auto* p = r.redis && r.redis->persistence ? &*r.redis->persistence : nullptr;
+  ordered_json evidence = {{"child_pid", e.child_pid},           {"thread", worst->kind},
+                           {"p99_us", worst->during.p99_us},     {"p99_us_before", worst->before.p99_us},
+                           {"max_us", worst->during.max_us},     {"count", worst->during.count},
+                           {"count_before", worst->before.count}};
+  if (p) {
+    evidence["appendfsync"] = p->appendfsync;
+    evidence["no_appendfsync_on_rewrite"] = p->no_appendfsync_on_rewrite;
+  }
+  if (e.aof_delayed_fsync) evidence["aof_delayed_fsync"] = *e.aof_delayed_fsync;
+  const std::string numbers = fmt::format(
+      "p99 {:.2f} ms against {:.2f} ms in the window before, the slowest {:.1f} ms against {:.1f} ms, {} calls "
+      "against {}",
+      worst->during.p99_us / 1e3, worst->before.p99_us / 1e3, worst->during.max_us / 1e3, worst->before.max_us / 1e3,
+      worst->during.count, worst->before.count);
+  if (worst->ratio < kFsyncSlowdown) {
+    f.push_back({6,
+                 fmt::format("The {} thread's fsyncs did not slow while the {} fork's child lived (child {}: {}): "
+                             "the disk was not what this fork's clients waited for.",
+                             worst->kind, correlate::reason_name(e.reason), e.child_pid, numbers),
+                 "fsync_steady", Severity::info, std::nullopt, std::move(evidence)});
+    return;
+  }
+  std::string trade;
+  if (p && p->appendfsync == "always" && p->no_appendfsync_on_rewrite != "yes")
+    trade =
+        " With appendfsync always the event loop waits for each fsync: no-appendfsync-on-rewrite yes stops "
+        "them while a child saves or rewrites, at the price of writes acknowledged without an fsync until the "
+        "child ends (lost if the host crashes then).";
+  else if (p && p->appendfsync == "everysec")
+    trade = fmt::format(
+        " With appendfsync everysec the bio thread makes them; when one takes over 2 s the event loop postpones "
+        "its AOF write (aof_delayed_fsync {} during the fork), and no-appendfsync-on-rewrite yes skips them while a "
+        "child lives, at the price of up to that long of writes lost if the host crashes then.",
+        e.aof_delayed_fsync ? std::to_string(*e.aof_delayed_fsync) : std::string("unknown"));
+  f.push_back({2,
+               fmt::format("The {} thread's fsyncs slowed while the {} fork's child lived (child {}: {}): the child's "
+                           "writes and the process's syncs share the disk.{}",
+                           worst->kind, correlate::reason_name(e.reason), e.child_pid, numbers, trade),
+               "fsync_contention", main ? Severity::warning : Severity::info,
+               main ? std::optional<double>(worst->during.max_us / 1e3) : std::nullopt, std::move(evidence)});
+}
+
 // Redis's server-side latency in the fork windows against the windows before.
 void latency_findings(const Report& r, std::vector<Draft>& f) {
   // What the clients felt (the latency probe): the fork whose window held the slowest request.
@@ -530,6 +614,7 @@ std::vector<report::Finding> findings(const Report& r) {
                  {{"untracked_forks", r.totals.untracked_forks}}});
 
   memory_findings(r, f);
+  disk_findings(r, f);
 
   // Critical first; then by the client-visible ms they account for; then as they were ordered.
   const auto rank = [](const Draft& d) {

@@ -171,6 +171,7 @@ ordered_json snapshot_json(const redis::Snapshot& s) {
   // Counters added later: written when non-zero, so that older recordings read back the same.
   if (s.rdb_saves) j["rdb_saves"] = s.rdb_saves;
   if (s.aof_rewrites) j["aof_rewrites"] = s.aof_rewrites;
+  if (s.aof_delayed_fsync >= 0) j["aof_delayed_fsync"] = s.aof_delayed_fsync;
   if (s.latency) j["latency"] = {{"calls", s.latency->calls}, {"cumulative", s.latency->cumulative}};
   if (!s.replicas.empty()) {
     j["replicas"] = ordered_json::array();
@@ -188,6 +189,7 @@ redis::Snapshot snapshot_from(const json& j) {
 #undef X
   field_from(j, "rdb_saves", s.rdb_saves);
   field_from(j, "aof_rewrites", s.aof_rewrites);
+  field_from(j, "aof_delayed_fsync", s.aof_delayed_fsync);
   if (j.contains("latency")) {
     redis::LatencyHistogram h;
     h.calls = j.at("latency").at("calls").get<uint64_t>();
@@ -265,6 +267,12 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
   // Written only when read (recordings from before them have neither).
   if (in.facts && !in.facts->run_id.empty()) j["facts"]["run_id"] = in.facts->run_id;
   if (in.facts && !in.facts->role.empty()) j["facts"]["role"] = in.facts->role;
+  if (in.facts && !in.facts->appendfsync.empty())
+    j["facts"]["persistence"] = {{"appendonly", in.facts->appendonly},
+                                 {"appendfsync", in.facts->appendfsync},
+                                 {"no_appendfsync_on_rewrite", in.facts->no_appendfsync_on_rewrite},
+                                 {"aof_rewrite_incremental_fsync", in.facts->aof_rewrite_incremental_fsync},
+                                 {"rdb_save_incremental_fsync", in.facts->rdb_save_incremental_fsync}};
   j["redis_error"] = in.redis_error;
   j["cgroup_start"] = cgroup_json(in.cgroup_start);
   j["cgroup_end"] = cgroup_json(in.cgroup_end);
@@ -366,6 +374,14 @@ CaptureInputs inputs_from_json(const json& j) {
     in.facts->repl_diskless_sync_delay = f.value("repl_diskless_sync_delay", std::string());
     in.facts->run_id = f.value("run_id", std::string());
     in.facts->role = f.value("role", std::string());
+    if (f.contains("persistence")) {
+      const auto& p = f.at("persistence");
+      in.facts->appendonly = p.value("appendonly", std::string());
+      in.facts->appendfsync = p.value("appendfsync", std::string());
+      in.facts->no_appendfsync_on_rewrite = p.value("no_appendfsync_on_rewrite", std::string());
+      in.facts->aof_rewrite_incremental_fsync = p.value("aof_rewrite_incremental_fsync", std::string());
+      in.facts->rdb_save_incremental_fsync = p.value("rdb_save_incremental_fsync", std::string());
+    }
   }
   in.redis_error = j.at("redis_error").get<std::string>();
   in.cgroup_start = cgroup_from(j, "cgroup_start");

@@ -19,6 +19,7 @@ using nlohmann::ordered_json;
 
 ordered_json opt(const std::optional<double>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); }
 ordered_json opt(const std::optional<uint64_t>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); }
+ordered_json opt(const std::optional<int64_t>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); }
 
 ordered_json latency_json(const std::optional<correlate::LatencyWindow>& w) {
   if (!w) return nullptr;
@@ -273,6 +274,11 @@ const std::vector<ForkField>& fork_fields() {
       client_latency<&E::client_latency_during>("client_latency_during"),
       client_latency<&E::client_latency_before>("client_latency_before"),
       fsync<&E::fsync_during>("fsync_during"),
+      {"aof_delayed_fsync", [](const E& e, const ForkContext&) { return opt(e.aof_delayed_fsync); },
+       [](const json& v, const ForkContext&, E& e) {
+         e.aof_delayed_fsync = v.is_null() ? std::nullopt : std::optional<int64_t>(v.get<int64_t>());
+       },
+       [](const E& e, const ForkContext&) { return e.fsync_during.has_value(); }, true},
       fsync<&E::fsync_before>("fsync_before"),
       {"copies", [](const E& e, const ForkContext&) { return copies_json(*e.copies); },
        [](const json& v, const ForkContext&, E& e) { e.copies = copies_from(v); },
@@ -320,6 +326,15 @@ ordered_json redis_json(const RedisSection& x, uint64_t start_ns) {
                       {"rdb_last_cow_size", x.rdb_last_cow_size}};
   if (!x.run_id.empty()) out["run_id"] = x.run_id;
   if (!x.role.empty()) out["role"] = x.role;
+  if (const auto& p = x.persistence)
+    out["persistence"] = {
+        {"appendonly", p->appendonly},
+        {"appendfsync", p->appendfsync},
+        {"no_appendfsync_on_rewrite", p->no_appendfsync_on_rewrite},
+        {"aof_rewrite_incremental_fsync", p->aof_rewrite_incremental_fsync},
+        {"rdb_save_incremental_fsync", p->rdb_save_incremental_fsync},
+        {"aof_delayed_fsync",
+         p->aof_delayed_fsync_delta >= 0 ? ordered_json(p->aof_delayed_fsync_delta) : ordered_json(nullptr)}};
   if (!x.unanswered.empty()) {
     auto& u = out["unanswered"] = ordered_json::array();
     for (const auto& o : x.unanswered)
@@ -493,6 +508,16 @@ std::optional<RedisSection> redis_from(const json& j, uint64_t start_ns) {
     rs.rdb_last_cow_size = x.at("rdb_last_cow_size").get<int64_t>();
     rs.run_id = x.value("run_id", std::string());
     rs.role = x.value("role", std::string());
+    if (x.contains("persistence")) {
+      const auto& p = x.at("persistence");
+      const auto& d = p.at("aof_delayed_fsync");
+      rs.persistence = RedisSection::Persistence{p.at("appendonly").get<std::string>(),
+                                                 p.at("appendfsync").get<std::string>(),
+                                                 p.at("no_appendfsync_on_rewrite").get<std::string>(),
+                                                 p.at("aof_rewrite_incremental_fsync").get<std::string>(),
+                                                 p.at("rdb_save_incremental_fsync").get<std::string>(),
+                                                 d.is_null() ? int64_t{-1} : d.get<int64_t>()};
+    }
     if (x.contains("unanswered"))
       for (const auto& o : x.at("unanswered"))
         rs.unanswered.push_back(

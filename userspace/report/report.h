@@ -29,6 +29,14 @@ struct RedisSection {
   int64_t total_forks_delta = 0;
   int64_t rdb_last_cow_size = 0;
   std::string run_id, role;  // "" when not read
+  // What decides the AOF's and the RDB's fsyncs (CONFIG GET; unset when not read), and INFO's
+  // aof_delayed_fsync over the capture (-1 when INFO lacks it).
+  struct Persistence {
+    std::string appendonly, appendfsync, no_appendfsync_on_rewrite, aof_rewrite_incremental_fsync,
+        rdb_save_incremental_fsync;
+    int64_t aof_delayed_fsync_delta = -1;
+  };
+  std::optional<Persistence> persistence;
   // Times it stopped answering after it had answered (to_ns 0: to the end of the capture).
   std::vector<redis::Outage> unanswered;
   // Why figures of optional commands are missing ("LATENCY HISTOGRAM refused: NOPERM ..."), by command.
