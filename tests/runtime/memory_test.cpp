@@ -82,7 +82,9 @@ TEST(Memory, CgroupLimitAndPeakMatchTheCgroupsOwnFiguresAndCloseIsAFinding) {
   const std::string json = dir + "/report.json";
   Process tracer(
       {thptrace_bin(), "--pid", std::to_string(r.pid()), "--redis", r.address(), "--duration", "3", "--json", json});
-  std::this_thread::sleep_for(1s);
+  // Attached before the fork (under ASan loading the programs can take longer than a fixed second).
+  ASSERT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
+  std::this_thread::sleep_for(200ms);
   r.cmd({"BGSAVE"});
   for (int i = 0; i < 500; i++) r.cmd({"SET", "key:" + std::to_string(i * 200), "x"});
   ASSERT_EQ(tracer.wait(60s), 0) << tracer.err();
