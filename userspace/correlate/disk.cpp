@@ -22,6 +22,14 @@ std::optional<FsyncLatency> latency_of(std::vector<double> us) {
 
 }  // namespace
 
+const char* thread_kind_name(uint64_t kind) {
+  switch (kind) {
+    case THREAD_MAIN: return "main";
+    case THREAD_BIO_AOF: return "bio_aof";
+    default: return "other";
+  }
+}
+
 uint64_t FsyncWindow::count() const {
   uint64_t n = 0;
   for (const auto* k : {&main, &bio_aof, &other})

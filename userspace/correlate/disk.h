@@ -23,6 +23,10 @@ struct FsyncWindow {
   uint64_t count() const;
 };
 
+// "main", "bio_aof" or "other" for an EV_DISK record's value2 (enum thptrace_thread_kind): the names
+// the report's keys and the metrics' thread label use.
+const char* thread_kind_name(uint64_t kind);
+
 // The calls of `tgid` that returned in [from_ns, to_ns): a call that waited across the start counts
 // where its wait ended.
 FsyncWindow fsync_window(const std::vector<thptrace_event>& events, uint32_t tgid, uint64_t from_ns, uint64_t to_ns);

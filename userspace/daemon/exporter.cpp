@@ -83,12 +83,8 @@ void Exporter::on_event(TargetId id, const thptrace_event& e) {
       break;
     case EV_DISK: {
       if (e.ts_ns < e.start_ns) break;
-      const char* thread = e.value2 == THREAD_MAIN ? "main" : e.value2 == THREAD_BIO_AOF ? "bio_aof" : "other";
-      const uint64_t done = e.ts_ns;
-      const bool during_fork = std::any_of(t.fork_windows.begin(), t.fork_windows.end(), [done](const auto& kv) {
-        return done >= kv.second.from_ns && (kv.second.to_ns == 0 || done <= kv.second.to_ns);
-      });
-      metrics_.observe_fsync(t.label, thread, during_fork, static_cast<double>(e.ts_ns - e.start_ns) / 1e9);
+      metrics_.observe_fsync(t.label, correlate::thread_kind_name(e.value2), t.in_fork_window(e.ts_ns),
+                             static_cast<double>(e.ts_ns - e.start_ns) / 1e9);
       break;
     }
     default: break;
@@ -194,10 +190,7 @@ void Exporter::on_probe_samples(TargetId id, const std::vector<redis::ProbeSampl
   for (const auto& x : samples) {
     const uint64_t done = x.done_ns();
     newest = std::max(newest, done);
-    const bool during_fork = std::any_of(t.fork_windows.begin(), t.fork_windows.end(), [done](const auto& kv) {
-      return done >= kv.second.from_ns && (kv.second.to_ns == 0 || done <= kv.second.to_ns);
-    });
-    metrics_.observe_client_latency(t.label, during_fork, static_cast<double>(x.latency_ns) / 1e9);
+    metrics_.observe_client_latency(t.label, t.in_fork_window(done), static_cast<double>(x.latency_ns) / 1e9);
   }
   std::erase_if(t.fork_windows,
                 [newest](const auto& kv) { return kv.second.to_ns && kv.second.to_ns + kForkWindowKeepNs < newest; });

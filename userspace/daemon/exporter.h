@@ -98,6 +98,12 @@ class Exporter {
       uint64_t from_ns = 0, to_ns = 0;
     };
     std::map<uint32_t, ForkWindow> fork_windows{};
+    // Whether a fork child of the target lived at ts_ns (a fork window holds it).
+    bool in_fork_window(uint64_t ts_ns) const {
+      for (const auto& [child, w] : fork_windows)
+        if (ts_ns >= w.from_ns && (w.to_ns == 0 || ts_ns <= w.to_ns)) return true;
+      return false;
+    }
   };
   static constexpr uint64_t kForkWindowKeepNs = 10'000'000'000;
   static constexpr size_t kMaxForkWindows = 256;
