@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Disk family: each fsync, fdatasync and sync_file_range a watched process's threads make, timed
  * from the system call's entry to its return, with the thread that made it (the main thread, Redis's
- * bio AOF thread, another). The syscall tracepoints run for every system call of the machine: the
- * call number is compared first and almost every call leaves there; one of the three then leaves
+ * bio AOF thread, another), and each write() of its main thread to a regular file (the event loop
+ * blocked in its AOF write). The syscall tracepoints run for every system call of the machine: the
+ * call number is compared first and almost every call leaves there; one of the four then leaves
  * after an array read (its hot line) unless its process is watched. */
 #include "common.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+#define NR_write 1
 #define NR_fsync 74
 #define NR_fdatasync 75
 #define NR_sync_file_range 277
@@ -21,6 +23,8 @@ static __always_inline __u32 disk_call(long id)
 		return DISK_FDATASYNC;
 	case NR_sync_file_range:
 		return DISK_SYNC_FILE_RANGE;
+	case NR_write:
+		return DISK_WRITE;
 	}
 	return 0;
 }
@@ -40,15 +44,41 @@ static __always_inline __u32 thread_kind(__u32 tgid, __u32 tid)
 	return THREAD_OTHER;
 }
 
-static __always_inline int disk_enter(long id)
+#define THPTRACE_S_IFMT 0170000
+#define THPTRACE_S_IFREG 0100000
+
+/* Whether the current task's descriptor fd is open on a regular file (not a socket or a pipe). */
+static __always_inline bool fd_is_regular(long fd)
 {
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct file **fds, *file = NULL;
+
+	if (!fdt || fd < 0 || fd >= BPF_CORE_READ(fdt, max_fds))
+		return false;
+	fds = BPF_CORE_READ(fdt, fd);
+	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]) || !file)
+		return false;
+	return (BPF_CORE_READ(file, f_inode, i_mode) & THPTRACE_S_IFMT) == THPTRACE_S_IFREG;
+}
+
+/* btf: regs may be read directly (tp_btf), else through probe reads (raw_tp); a write's descriptor is
+ * read only once the call is known to be a watched main thread's write. */
+static __always_inline int disk_enter(long id, struct pt_regs *regs, bool btf)
+{
+	__u32 call = disk_call(id);
 	__u32 tgid;
 
-	if (!disk_call(id))
+	if (!call)
 		return 0;
 	tgid = current_tgid();
-	if (maybe_watched(tgid) && bpf_map_lookup_elem(&targets, &tgid))
-		start_record(START_DISK);
+	if (!maybe_watched(tgid) || !bpf_map_lookup_elem(&targets, &tgid))
+		return 0;
+	/* Writes: the main thread's to files only; its replies to clients go to sockets. */
+	if (call == DISK_WRITE &&
+	    (current_tid() != tgid || !fd_is_regular(btf ? regs->di : BPF_CORE_READ(regs, di))))
+		return 0;
+	start_record(START_DISK);
 	return 0;
 }
 
@@ -63,7 +93,7 @@ static __always_inline int disk_exit(long id)
 	if (!call)
 		return 0;
 	tgid = current_tgid();
-	if (!maybe_watched(tgid))
+	if (!maybe_watched(tgid) || (call == DISK_WRITE && current_tid() != tgid))
 		return 0;
 	begin = start_take(START_DISK);
 	if (!begin)
@@ -89,13 +119,13 @@ static __always_inline int disk_exit(long id)
 SEC("tp_btf/sys_enter")
 int BPF_PROG(disk_enter_btf, struct pt_regs *regs, long id)
 {
-	return disk_enter(id);
+	return disk_enter(id, regs, true);
 }
 
 SEC("raw_tp/sys_enter")
 int BPF_PROG(disk_enter_raw, struct pt_regs *regs, long id)
 {
-	return disk_enter(id);
+	return disk_enter(id, regs, false);
 }
 
 SEC("tp_btf/sys_exit")

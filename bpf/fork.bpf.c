@@ -137,7 +137,17 @@ int FORK_BPF_PROG(fork_raw, struct task_struct *parent, struct task_struct *chil
 	return on_fork(parent, child);
 }
 
-static __always_inline void close_episode(__u32 pid)
+/* What the exiting child wrote: its own counts and those its dead threads left in its signal struct
+ * (a Redis child has one thread). Both need CONFIG_TASK_XACCT and CONFIG_TASK_IO_ACCOUNTING. */
+static __always_inline void episode_child_io(struct thptrace_episode *ep, struct task_struct *p)
+{
+	if (!bpf_core_field_exists(p->ioac.write_bytes))
+		return;
+	ep->child_wchar = BPF_CORE_READ(p, ioac.wchar) + BPF_CORE_READ(p, signal, ioac.wchar);
+	ep->child_write_bytes = BPF_CORE_READ(p, ioac.write_bytes) + BPF_CORE_READ(p, signal, ioac.write_bytes);
+}
+
+static __always_inline void close_episode(__u32 pid, struct task_struct *p)
 {
 	struct thptrace_episode *ep = bpf_map_lookup_elem(&episodes, &pid);
 	struct closed_key ck = {};
@@ -183,6 +193,7 @@ static __always_inline void close_episode(__u32 pid)
 		}
 		ep->based = 0;
 	}
+	episode_child_io(ep, p);
 	ep->exit_ts_ns = bpf_ktime_get_ns();
 	/* Give back the child's slow-path reference whether or not the parent is still watched: a
 	 * parent unwatched while its child lives would otherwise leave the child's line slow. */
@@ -226,7 +237,7 @@ static __always_inline int on_exit(struct task_struct *p)
 	 * 6.16 added to the tracepoint is not used so that 6.1 loads the same program. */
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return 0;
-	close_episode(tgid);
+	close_episode(tgid, p);
 	if (bpf_map_lookup_elem(&targets, &tgid)) {
 		e = event_reserve(EV_TARGET_EXIT, tgid, pid);
 		if (e)

@@ -68,8 +68,9 @@ enum thptrace_event_type {
 	EV_COPY_SAMPLE = 7, /* one sampled copy-on-write fault (struct thptrace_copy_sample, own ring) */
 	/* the same with registers and stack to unwind (struct thptrace_copy_sample_dwarf) */
 	EV_COPY_SAMPLE_DWARF = 8,
-	/* a thread of a watched process returned from fsync, fdatasync or sync_file_range: only the
-	 * head of struct thptrace_event (no episode), THPTRACE_EVENT_HEAD_BYTES */
+	/* a thread of a watched process returned from fsync, fdatasync or sync_file_range, or its
+	 * main thread from a write() to a regular file: only the head of struct thptrace_event (no
+	 * episode), THPTRACE_EVENT_HEAD_BYTES */
 	EV_DISK = 9,
 };
 
@@ -78,6 +79,7 @@ enum thptrace_disk_call {
 	DISK_FSYNC = 1,
 	DISK_FDATASYNC = 2,
 	DISK_SYNC_FILE_RANGE = 3,
+	DISK_WRITE = 4, /* a write() of the main thread to a regular file: Redis's AOF */
 };
 
 /* EV_DISK's value2: the thread that made it, as Redis and Valkey name their threads. */
@@ -120,6 +122,8 @@ struct thptrace_episode {
 	__u64 compaction_ns;
 	__u64 reclaim_stalls;
 	__u64 reclaim_ns;
+	__u64 child_wchar;          /* at the child's exit: bytes it passed to write calls */
+	__u64 child_write_bytes;    /* at the child's exit: bytes of page cache it dirtied */
 	__u64 fault_lat[THPTRACE_LAT_SLOTS];
 };
 

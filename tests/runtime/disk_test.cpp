@@ -6,8 +6,10 @@
 // next).
 #include <gtest/gtest.h>
 
+#include <linux/magic.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 
 #include <cstdio>
@@ -28,6 +30,8 @@ namespace {
 
 constexpr int kFsyncs = 40;
 constexpr int kFdatasyncs = 25;
+// Not a multiple of a page: the child's write calls pass exactly this many bytes.
+constexpr uint64_t kChildBytes = 3 * 4096 + 100;
 
 struct Measured {
   int calls = 0;
@@ -45,7 +49,11 @@ Measured parse(const std::string& line) {
 void expect_known_fsyncs(bool force_fallback) {
   const std::string dir = make_temp_dir("thptrace-disk-");
   const std::string json = dir + "/report.json";
-  Process work({FSYNC_PAIR_BIN, std::to_string(kFsyncs), std::to_string(kFdatasyncs), dir});
+  Process work(
+      {FSYNC_PAIR_BIN, std::to_string(kFsyncs), std::to_string(kFdatasyncs), dir, std::to_string(kChildBytes)});
+  struct statfs fs {};
+  ASSERT_EQ(::statfs(dir.c_str(), &fs), 0);
+  const bool page_cache_accounted = fs.f_type != TMPFS_MAGIC;  // tmpfs pages are not written back
   ASSERT_TRUE(work.wait_stdout_line("ready", 20s)) << work.err();
   std::vector<std::string> args = {thptrace_bin(), "--pid", std::to_string(work.pid()), "--duration", "60",
                                    "--json",       json};
@@ -55,7 +63,8 @@ void expect_known_fsyncs(bool force_fallback) {
   work.write_stdin("go\n");
   const auto main_line = work.wait_stdout_line("main ", 120s);
   const auto bio_line = work.wait_stdout_line("bio_aof ", 10s);
-  ASSERT_TRUE(main_line && bio_line) << work.err();
+  const auto write_line = work.wait_stdout_line("write ", 10s);
+  ASSERT_TRUE(main_line && bio_line && write_line) << work.err();
   ASSERT_TRUE(work.wait_stdout_line("done", 10s));
   work.write_stdin("bye\n");
   EXPECT_EQ(work.wait(10s), 0);
@@ -83,6 +92,24 @@ void expect_known_fsyncs(bool force_fallback) {
   EXPECT_EQ(parse(*main_line).calls, kFsyncs);
   EXPECT_EQ(parse(*bio_line).calls, kFdatasyncs);
   EXPECT_TRUE(during.at("other").is_null()) << during.dump(1);
+  // The main thread's writes to its file, one before each fsync, and none of the bio thread's.
+  const auto& writes = during.at("aof_write");
+  ASSERT_TRUE(writes.is_object()) << during.dump(1);
+  const auto wrote = parse(*write_line);
+  EXPECT_EQ(writes.at("count").get<int>(), kFsyncs) << writes.dump();
+  EXPECT_EQ(wrote.calls, kFsyncs);
+  EXPECT_GT(writes.at("blocked_ms").get<double>(), 0) << writes.dump();
+  EXPECT_LE(writes.at("blocked_ms").get<double>() * 1e3, wrote.sum_us + kFsyncs) << writes.dump();
+  EXPECT_LE(writes.at("max_us").get<double>(), wrote.max_us + 1) << writes.dump();
+  // The child's I/O accounting at its exit: its one file, exactly.
+  ASSERT_TRUE(fork.at("child_io").is_object()) << fork.dump(1);
+  const auto& io = fork.at("child_io");
+  EXPECT_EQ(io.at("written_bytes").get<uint64_t>(), kChildBytes) << io.dump();
+  if (page_cache_accounted) {
+    EXPECT_GE(io.at("storage_bytes").get<uint64_t>(), kChildBytes) << io.dump();
+    EXPECT_LE(io.at("storage_bytes").get<uint64_t>(), kChildBytes + (2u << 20)) << io.dump();
+  }
+  EXPECT_GT(io.at("write_mib_per_s").get<double>(), 0) << io.dump();
   // Nothing synced before the fork: the window before it is there, and empty.
   if (!fork.at("fsync_before").is_null()) {
     for (const char* kind : {"main", "bio_aof", "other"}) EXPECT_TRUE(fork.at("fsync_before").at(kind).is_null());
@@ -204,7 +231,28 @@ const nlohmann::json* fork_of(const nlohmann::json& report, const std::string& r
 // under a SET load from one connection (every SET waits for its fsync on the event loop), captured
 // from 5 s before the BGREWRITEAOF to 1 s after its end. The capture's report, or null after a
 // failed assertion.
-nlohmann::json aof_rewrite_on_a_slow_disk(bool no_fsync_on_rewrite, bool force_fallback = false) {
+// The size of the AOF's base file (the one a rewrite's child writes), from the manifest Redis 7
+// keeps in DIR/appendonlydir; 0 when there is none. (INFO's aof_base_size also counts the
+// incremental file the event loop wrote meanwhile.)
+uint64_t aof_base_file_bytes(const std::string& dir) {
+  std::ifstream manifest(dir + "/appendonlydir/appendonly.aof.manifest");
+  for (std::string line; std::getline(manifest, line);) {
+    std::istringstream in(line);
+    std::string key, name, word;
+    in >> key >> name;
+    bool base = false;
+    while (in >> word)
+      if (word == "type" && in >> word) base = word == "b";
+    std::error_code ec;
+    if (key == "file" && base)
+      return std::filesystem::file_size(std::filesystem::path(dir) / "appendonlydir" / name, ec);
+  }
+  return 0;
+}
+
+// base_bytes: the size of the base file the rewrite's child wrote.
+nlohmann::json aof_rewrite_on_a_slow_disk(bool no_fsync_on_rewrite, bool force_fallback = false,
+                                          uint64_t* base_bytes = nullptr) {
   SlowDisk disk(24 << 20);
   EXPECT_TRUE(disk.ok()) << disk.error();
   if (!disk.ok()) return nullptr;
@@ -225,6 +273,7 @@ nlohmann::json aof_rewrite_on_a_slow_disk(bool no_fsync_on_rewrite, bool force_f
     redis.cmd({"BGREWRITEAOF"});
     EXPECT_TRUE(wait_info(redis, "aof_rewrite_in_progress", "1", 10s));
     EXPECT_TRUE(wait_info(redis, "aof_rewrite_in_progress", "0", 90s));
+    if (base_bytes) *base_bytes = aof_base_file_bytes(disk.dir());
     std::this_thread::sleep_for(1s);
     EXPECT_GT(load.writes(), 100u);
   }
@@ -243,7 +292,8 @@ nlohmann::json aof_rewrite_on_a_slow_disk(bool no_fsync_on_rewrite, bool force_f
 // runs but not all: the test of it waits for a disk whose throttle is calibrated, issue #28.)
 TEST(Disk, NoAppendfsyncOnRewriteStopsTheEventLoopsFsyncs) {
   REQUIRE_BPF();
-  const auto report = aof_rewrite_on_a_slow_disk(true, false);
+  uint64_t base_bytes = 0;
+  const auto report = aof_rewrite_on_a_slow_disk(true, false, &base_bytes);
   ASSERT_TRUE(report.is_object());
   EXPECT_EQ(report.at("redis").at("persistence").at("no_appendfsync_on_rewrite"), "yes");
   const auto* fork = fork_of(report, "aof_rewrite");
@@ -256,6 +306,19 @@ TEST(Disk, NoAppendfsyncOnRewriteStopsTheEventLoopsFsyncs) {
   if (!during.is_null()) {
     EXPECT_LE(during.at("count").get<int>(), 2) << during.dump();
   }
+  // The event loop still writes each SET to the AOF, unsynced; it waited for those writes.
+  const auto& writes = fork->at("fsync_during").at("aof_write");
+  ASSERT_TRUE(writes.is_object()) << fork->dump(1);
+  EXPECT_GE(writes.at("count").get<int>(), 20) << writes.dump();
+  EXPECT_GT(writes.at("blocked_ms").get<double>(), 0) << writes.dump();
+  // The child wrote the new base file (Redis's own figure for it), and a few hundred bytes of
+  // progress reports to the parent through a pipe.
+  ASSERT_GT(base_bytes, 1u << 20);
+  const auto& io = fork->at("child_io");
+  ASSERT_TRUE(io.is_object()) << fork->dump(1);
+  EXPECT_GE(io.at("written_bytes").get<uint64_t>(), base_bytes) << io.dump();
+  EXPECT_LE(io.at("written_bytes").get<uint64_t>(), base_bytes + (64u << 10)) << io.dump();
+  EXPECT_GE(io.at("storage_bytes").get<uint64_t>(), base_bytes) << io.dump();
 }
 
 TEST(Disk, FsyncsCountedAndTimedByThreadKind) {

@@ -89,6 +89,7 @@ TEST(MetricsTargets, EveryFamilyIsDocumentedWithItsType) {
   fill(m, "127.0.0.1:7001");
   m.observe_client_latency("127.0.0.1:7001", true, 0.001);
   m.observe_fsync("127.0.0.1:7001", "main", false, 0.002);
+  m.observe_aof_write("127.0.0.1:7001", true, 0.0005);
   m.set_probe_modes(thptrace::tracer::AttachModes{});
   m.set_thp_mode("madvise", "madvise");
   m.set_map_entries("targets", 1, 64);

@@ -230,6 +230,7 @@ ForkEpisode episode_from_kernel(const thptrace_episode& ep) {
   if (ep.exit_ts_ns > ep.fork_ts_ns) f.child_lifetime_ms = static_cast<double>(ep.exit_ts_ns - ep.fork_ts_ns) / 1e6;
   f.cow_faults = ep.cow_faults;
   f.child_cow_faults = ep.child_cow_faults;
+  if (ep.exit_ts_ns) f.child_io = ForkEpisode::ChildIo{ep.child_wchar, ep.child_write_bytes};
   f.huge_cow_faults = ep.huge_cow_faults;
   f.thp_splits = ep.thp_splits;
   f.huge_allocs = ep.huge_allocs;

@@ -39,13 +39,26 @@ uint64_t FsyncWindow::count() const {
 
 FsyncWindow fsync_window(const std::vector<thptrace_event>& events, uint32_t tgid, uint64_t from_ns, uint64_t to_ns) {
   std::array<std::vector<double>, 3> us;  // by enum thptrace_thread_kind
+  std::vector<double> writes_us;
   for (const auto& e : events) {
     if (e.type != EV_DISK || e.tgid != tgid || e.ts_ns < from_ns || e.ts_ns >= to_ns || e.ts_ns < e.start_ns) continue;
+    const double took_us = static_cast<double>(e.ts_ns - e.start_ns) / 1e3;
+    if (e.value == DISK_WRITE) {
+      writes_us.push_back(took_us);
+      continue;
+    }
     const size_t kind = e.value2 < us.size() ? static_cast<size_t>(e.value2) : size_t{THREAD_OTHER};
-    us[kind].push_back(static_cast<double>(e.ts_ns - e.start_ns) / 1e3);
+    us[kind].push_back(took_us);
   }
-  return {latency_of(std::move(us[THREAD_MAIN])), latency_of(std::move(us[THREAD_BIO_AOF])),
-          latency_of(std::move(us[THREAD_OTHER]))};
+  FsyncWindow w{latency_of(std::move(us[THREAD_MAIN])), latency_of(std::move(us[THREAD_BIO_AOF])),
+                latency_of(std::move(us[THREAD_OTHER])), std::nullopt};
+  if (!writes_us.empty()) {
+    double sum = 0;
+    for (const double x : writes_us) sum += x;
+    const auto l = latency_of(std::move(writes_us));
+    w.aof_write = FileWrites{l->count, sum / 1e3, l->p99_us, l->max_us};
+  }
+  return w;
 }
 
 }  // namespace thptrace::correlate

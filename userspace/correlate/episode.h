@@ -42,6 +42,13 @@ struct ForkEpisode {
   std::optional<double> child_lifetime_ms; // null when the child outlived the capture
   uint64_t cow_faults = 0;
   uint64_t child_cow_faults = 0;
+  // What the child wrote over its life (the kernel's I/O accounting at its exit): bytes passed to
+  // write calls (an RDB or AOF file, or a replica's socket for a diskless sync), and bytes of page cache
+  // it dirtied toward storage. Unset while the child lives.
+  struct ChildIo {
+    uint64_t written_bytes = 0, storage_bytes = 0;
+  };
+  std::optional<ChildIo> child_io;
   // The parent's RSS at the fork (the last /proc sample before it), kB; unset without a sample.
   std::optional<uint64_t> rss_kb_at_fork;
   uint64_t huge_cow_faults = 0;   // fentry mode only

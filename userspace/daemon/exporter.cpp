@@ -83,6 +83,10 @@ void Exporter::on_event(TargetId id, const thptrace_event& e) {
       break;
     case EV_DISK: {
       if (e.ts_ns < e.start_ns) break;
+      if (e.value == DISK_WRITE) {
+        metrics_.observe_aof_write(t.label, t.in_fork_window(e.ts_ns), static_cast<double>(e.ts_ns - e.start_ns) / 1e9);
+        break;
+      }
       metrics_.observe_fsync(t.label, correlate::thread_kind_name(e.value2), t.in_fork_window(e.ts_ns),
                              static_cast<double>(e.ts_ns - e.start_ns) / 1e9);
       break;

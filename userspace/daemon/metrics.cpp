@@ -260,6 +260,12 @@ Metrics::Metrics()
                        "entry to return, by thread (main: the event loop; bio_aof: Redis's AOF fsync thread; other) "
                        "and phase (fork while a fork child of it lived, idle otherwise).")
                  .Register(*registry_)),
+      aof_write_(BuildHistogram()
+                     .Name("thptrace_aof_write_seconds")
+                     .Help("write() calls of the watched process's main thread to regular files (Redis's event loop "
+                           "writing its AOF), timed in the kernel from entry to return, by phase (fork while a fork "
+                           "child of it lived, idle otherwise).")
+                     .Register(*registry_)),
       last_fork_time_(BuildGauge()
                           .Name("thptrace_last_fork_timestamp_seconds")
                           .Help("Unix time the last fork of the watched process of each reason started, set when its "
@@ -426,7 +432,7 @@ void Metrics::remove_target(const std::string& t) {
                   &copied_bytes_, &reuse_faults_, &thp_splits_, &thp_collapses_, &untracked_forks_})
     remove_series_of(*f, t);
   for (auto* f : {&fork_duration_, &child_lifetime_, &fork_cow_faults_, &fork_replicas_, &replica_sync_, &stall_,
-                  &client_latency_, &fsync_})
+                  &client_latency_, &fsync_, &aof_write_})
     remove_series_of(*f, t, none);
   for (auto* f : {&last_fork_time_, &last_fork_duration_, &last_fork_copied_, &in_progress_, &anon_huge_, &rss_,
                   &cgroup_usage_, &cgroup_limit_, &thp_process_, &redis_up_, &cow_size_, &fork_ratio_, &keys_processed_,
@@ -502,6 +508,10 @@ void Metrics::observe_client_latency(const std::string& t, bool during_fork, dou
 void Metrics::observe_fsync(const std::string& t, const char* thread, bool during_fork, double seconds) {
   // Made at a target's first call of a kind: a process that never syncs has no such series.
   fsync_.Add(of(t, {{"thread", thread}, {"phase", during_fork ? "fork" : "idle"}}), kFsyncSeconds).Observe(seconds);
+}
+
+void Metrics::observe_aof_write(const std::string& t, bool during_fork, double seconds) {
+  aof_write_.Add(of(t, {{"phase", during_fork ? "fork" : "idle"}}), kFsyncSeconds).Observe(seconds);
 }
 
 void Metrics::on_stall(const std::string& t, bool compaction, double seconds) {

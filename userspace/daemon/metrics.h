@@ -84,6 +84,8 @@ class Metrics {
   // One fsync, fdatasync or sync_file_range of the target (the disk family) by thread kind (main,
   // bio_aof, other): during_fork when a fork child of the target lived when it returned.
   void observe_fsync(const std::string& target, const char* thread, bool during_fork, double seconds);
+  // One write() of the target's main thread to a regular file (its AOF).
+  void observe_aof_write(const std::string& target, bool during_fork, double seconds);
   // One replica's full sync that ended (online or dropped); repeat: the replica had been dropped
   // before online shortly before (the full-sync loop went round once more).
   void on_replica_sync(const std::string& target, const correlate::ReplicaSync& s, bool repeat);
@@ -139,6 +141,7 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>& stall_;
   prometheus::Family<prometheus::Histogram>& client_latency_;
   prometheus::Family<prometheus::Histogram>& fsync_;
+  prometheus::Family<prometheus::Histogram>& aof_write_;
   prometheus::Family<prometheus::Gauge>& last_fork_time_;
   prometheus::Family<prometheus::Gauge>& last_fork_duration_;
   prometheus::Family<prometheus::Gauge>& last_fork_copied_;

@@ -345,11 +345,23 @@ void disk_findings(const Report& r, std::vector<Draft>& f) {
     evidence["no_appendfsync_on_rewrite"] = p->no_appendfsync_on_rewrite;
   }
   if (e.aof_delayed_fsync) evidence["aof_delayed_fsync"] = *e.aof_delayed_fsync;
-  const std::string numbers = fmt::format(
+  std::string numbers = fmt::format(
       "p99 {:.2f} ms against {:.2f} ms in the window before, the slowest {:.1f} ms against {:.1f} ms, {} calls "
       "against {}",
       worst->during.p99_us / 1e3, worst->before.p99_us / 1e3, worst->during.max_us / 1e3, worst->before.max_us / 1e3,
       worst->during.count, worst->before.count);
+  // What the child wrote meanwhile: the other side of the contention.
+  if (e.child_io && e.child_io->written_bytes && e.child_lifetime_ms && *e.child_lifetime_ms > 0) {
+    const double mib = static_cast<double>(e.child_io->written_bytes) / (1 << 20);
+    const double rate = mib / (*e.child_lifetime_ms / 1e3);
+    evidence["child_written_bytes"] = e.child_io->written_bytes;
+    evidence["child_write_mib_per_s"] = rate;
+    numbers += fmt::format("; the child wrote {:.1f} MiB at {:.1f} MiB/s", mib, rate);
+  }
+  if (e.fsync_during && e.fsync_during->aof_write) {
+    evidence["aof_write_blocked_ms"] = e.fsync_during->aof_write->blocked_ms;
+    numbers += fmt::format("; the event loop spent {:.1f} ms in its AOF writes", e.fsync_during->aof_write->blocked_ms);
+  }
   if (worst->ratio < kFsyncSlowdown) {
     f.push_back({6,
                  fmt::format("The {} thread's fsyncs did not slow while the {} fork's child lived (child {}: {}): "

@@ -123,7 +123,13 @@ ordered_json fsync_json(const std::optional<correlate::FsyncWindow>& w) {
     if (!k) return nullptr;
     return {{"count", k->count}, {"p50_us", k->p50_us}, {"p99_us", k->p99_us}, {"max_us", k->max_us}};
   };
-  return {{"main", kind(w->main)}, {"bio_aof", kind(w->bio_aof)}, {"other", kind(w->other)}};
+  ordered_json writes = nullptr;
+  if (w->aof_write)
+    writes = {{"count", w->aof_write->count},
+              {"blocked_ms", w->aof_write->blocked_ms},
+              {"p99_us", w->aof_write->p99_us},
+              {"max_us", w->aof_write->max_us}};
+  return {{"main", kind(w->main)}, {"bio_aof", kind(w->bio_aof)}, {"other", kind(w->other)}, {"aof_write", writes}};
 }
 
 std::optional<correlate::FsyncWindow> fsync_from(const json& v) {
@@ -133,7 +139,11 @@ std::optional<correlate::FsyncWindow> fsync_from(const json& v) {
     return correlate::FsyncLatency{k.at("count").get<uint64_t>(), k.at("p50_us").get<double>(),
                                    k.at("p99_us").get<double>(), k.at("max_us").get<double>()};
   };
-  return correlate::FsyncWindow{kind(v.at("main")), kind(v.at("bio_aof")), kind(v.at("other"))};
+  correlate::FsyncWindow w{kind(v.at("main")), kind(v.at("bio_aof")), kind(v.at("other")), std::nullopt};
+  if (const auto it = v.find("aof_write"); it != v.end() && !it->is_null())
+    w.aof_write = correlate::FileWrites{it->at("count").get<uint64_t>(), it->at("blocked_ms").get<double>(),
+                                        it->at("p99_us").get<double>(), it->at("max_us").get<double>()};
+  return w;
 }
 
 std::optional<correlate::LatencyWindow> latency_from(const json& v) {
@@ -164,6 +174,19 @@ correlate::ReplicaSync replica_from(const json& x, uint64_t start_ns) {
     if (outcome == correlate::outcome_name(o)) s.outcome = o;
   s.offset = x.at("offset").get<int64_t>();
   return s;
+}
+
+// What the child wrote and how fast, over its whole life (MiB/s).
+ordered_json child_io_json(const correlate::ForkEpisode& e) {
+  if (!e.child_io) return nullptr;
+  const auto& io = *e.child_io;
+  const auto rate = [&e](uint64_t bytes) -> ordered_json {
+    if (!e.child_lifetime_ms || *e.child_lifetime_ms <= 0) return nullptr;
+    return static_cast<double>(bytes) / (1024.0 * 1024.0) / (*e.child_lifetime_ms / 1e3);
+  };
+  return {{"written_bytes", io.written_bytes},
+          {"storage_bytes", io.storage_bytes},
+          {"write_mib_per_s", rate(io.written_bytes)}};
 }
 
 // One key of forks[]: how it is written and read back, so a per-fork fact is named once. `written`
@@ -234,6 +257,12 @@ const std::vector<ForkField>& fork_fields() {
       nullable<&E::child_lifetime_ms>("child_lifetime_ms"),
       timestamp<&E::fork_ts_ns>("fork_ts_ms"),
       timestamp<&E::exit_ts_ns>("exit_ts_ms"),
+      {"child_io", [](const E& e, const ForkContext&) { return child_io_json(e); },
+       [](const json& v, const ForkContext&, E& e) {
+         if (!v.is_null())
+           e.child_io = E::ChildIo{v.at("written_bytes").get<uint64_t>(), v.at("storage_bytes").get<uint64_t>()};
+       },
+       nullptr, true},
       plain<&E::cow_faults>("cow_faults"),
       plain<&E::child_cow_faults>("child_cow_faults"),
       {"rss_kb_at_fork", [](const E& e, const ForkContext&) { return opt(e.rss_kb_at_fork); },

@@ -8,9 +8,9 @@
 
 #include "../../bpf/thptrace.h"
 
-static_assert(sizeof(thptrace_episode) == 24 + 8 * 16 + 8 * THPTRACE_LAT_SLOTS, "episode layout");
+static_assert(sizeof(thptrace_episode) == 24 + 8 * 18 + 8 * THPTRACE_LAT_SLOTS, "episode layout");
 static_assert(offsetof(thptrace_episode, fork_ts_ns) == 24, "episode layout");
-static_assert(offsetof(thptrace_episode, fault_lat) == 24 + 8 * 16, "episode layout");
+static_assert(offsetof(thptrace_episode, fault_lat) == 24 + 8 * 18, "episode layout");
 static_assert(sizeof(thptrace_target) == 4 * THPTRACE_MAX_ACTIVE + 8 * 14 + 8 * THPTRACE_LAT_SLOTS,
               "target layout");
 static_assert(offsetof(thptrace_event, episode) == 48, "event layout");
@@ -52,7 +52,9 @@ static_assert(sizeof(thptrace_sample_state) == 24, "sampler state layout");
   X(compaction_stalls) \
   X(compaction_ns) \
   X(reclaim_stalls) \
-  X(reclaim_ns)
+  X(reclaim_ns) \
+  X(child_wchar) \
+  X(child_write_bytes)
 #define THPTRACE_TARGET_FIELDS(X) \
   X(cow_faults) \
   X(child_cow_faults) \

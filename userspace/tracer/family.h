@@ -51,7 +51,7 @@ inline constexpr std::array<FamilyInfo, 7> kFamilies = {{
      {Mode::fentry, Mode::tp_btf, Mode::raw_tp}},
     {Family::disk,
      "disk",
-     "sys_enter/sys_exit for fsync, fdatasync and sync_file_range",
+     "sys_enter/sys_exit for fsync, fdatasync, sync_file_range and the main thread's file writes",
      {Mode::tp_btf, Mode::raw_tp, Mode::unavailable}},
 }};
 
