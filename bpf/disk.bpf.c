@@ -2,9 +2,10 @@
 /* Disk family: each fsync, fdatasync and sync_file_range a watched process's threads make, timed
  * from the system call's entry to its return, with the thread that made it (the main thread, Redis's
  * bio AOF thread, another), and each write() of its main thread to a regular file (the event loop
- * blocked in its AOF write). The syscall tracepoints run for every system call of the machine: the
- * call number is compared first and almost every call leaves there; one of the four then leaves
- * after an array read (its hot line) unless its process is watched. */
+ * blocked in its AOF write). fentry on those four system calls where the kernel allows it (bottom of
+ * the file), else the syscall tracepoints, which run for every system call of the machine: the call
+ * number is compared first and almost every call leaves there; one of the four then leaves after an
+ * array read (its hot line) unless its process is watched. */
 #include "common.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -82,16 +83,13 @@ static __always_inline int disk_enter(long id, struct pt_regs *regs, bool btf)
 	return 0;
 }
 
-/* id: the call's number, read back from the registers at its return (orig_ax). */
-static __always_inline int disk_exit(long id)
+/* The end of a call of a watched process's thread begun at its START_DISK: one head-only record. */
+static __always_inline int disk_end(__u32 call)
 {
 	struct thptrace_event *e;
-	__u32 call = disk_call(id);
 	__u32 tgid, tid;
 	__u64 begin;
 
-	if (!call)
-		return 0;
 	tgid = current_tgid();
 	if (!maybe_watched(tgid) || (call == DISK_WRITE && current_tid() != tgid))
 		return 0;
@@ -116,6 +114,16 @@ static __always_inline int disk_exit(long id)
 	return 0;
 }
 
+/* id: the call's number, read back from the registers at its return (orig_ax). */
+static __always_inline int disk_exit(long id)
+{
+	__u32 call = disk_call(id);
+
+	if (!call)
+		return 0;
+	return disk_end(call);
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(disk_enter_btf, struct pt_regs *regs, long id)
 {
@@ -138,4 +146,69 @@ SEC("raw_tp/sys_exit")
 int BPF_PROG(disk_exit_raw, struct pt_regs *regs, long ret)
 {
 	return disk_exit(BPF_CORE_READ(regs, orig_ax));
+}
+
+/* fentry mode: the system calls' own entry points, which only these calls reach, instead of a
+ * program on every system call of the machine. Not the VFS's vfs_fsync_range: a kernel build may
+ * inline it into one call and not the other (Debian's 5.10 and 6.1 do for fdatasync, whose calls
+ * then went unseen), while a system call's entry is reached through the call table and never
+ * inlined. x86_64 names, as the tracepoint programs' orig_ax. */
+static __always_inline int disk_begin(struct pt_regs *regs, bool write)
+{
+	__u32 tgid = current_tgid();
+
+	if (!maybe_watched(tgid) || !bpf_map_lookup_elem(&targets, &tgid))
+		return 0;
+	if (write && (current_tid() != tgid || !fd_is_regular(BPF_CORE_READ(regs, di))))
+		return 0;
+	start_record(START_DISK);
+	return 0;
+}
+
+SEC("fentry/__x64_sys_fsync")
+int BPF_PROG(disk_fsync_fentry, struct pt_regs *regs)
+{
+	return disk_begin(regs, false);
+}
+
+SEC("fexit/__x64_sys_fsync")
+int BPF_PROG(disk_fsync_fexit, struct pt_regs *regs, long ret)
+{
+	return disk_end(DISK_FSYNC);
+}
+
+SEC("fentry/__x64_sys_fdatasync")
+int BPF_PROG(disk_fdatasync_fentry, struct pt_regs *regs)
+{
+	return disk_begin(regs, false);
+}
+
+SEC("fexit/__x64_sys_fdatasync")
+int BPF_PROG(disk_fdatasync_fexit, struct pt_regs *regs, long ret)
+{
+	return disk_end(DISK_FDATASYNC);
+}
+
+SEC("fentry/__x64_sys_sync_file_range")
+int BPF_PROG(disk_range_fentry, struct pt_regs *regs)
+{
+	return disk_begin(regs, false);
+}
+
+SEC("fexit/__x64_sys_sync_file_range")
+int BPF_PROG(disk_range_fexit, struct pt_regs *regs, long ret)
+{
+	return disk_end(DISK_SYNC_FILE_RANGE);
+}
+
+SEC("fentry/__x64_sys_write")
+int BPF_PROG(disk_write_fentry, struct pt_regs *regs)
+{
+	return disk_begin(regs, true);
+}
+
+SEC("fexit/__x64_sys_write")
+int BPF_PROG(disk_write_fexit, struct pt_regs *regs, long ret)
+{
+	return disk_end(DISK_WRITE);
 }

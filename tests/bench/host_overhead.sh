@@ -6,6 +6,7 @@
 # sys_exit). Four kinds of work of an unrelated process (tests/bench/host_work.c), each timed
 # untraced and traced in the same run, interleaved, RUNS times; each timing is the best of ROUNDS:
 #   getppid   a system-call loop            pipe   one-byte round trips between two processes
+#   write     one-byte write()s to a file (the disk family's programs see every write)
 #   touch     first touch of fresh memory   cow    copy-on-write faults after an unwatched fork
 # "traced" is a capture (`thptrace --pid`) of a redis-server this script starts on 127.0.0.1, in
 # thptrace's default attach modes and again with --force-fallback. The `hooks` arm is the same
@@ -22,8 +23,8 @@
 # kernel.bpf_stats_enabled on (for that run only), and each of the capture's programs that ran, with
 # its runs and run_time_ns per run and per COW fault of the unrelated process.
 # Usage (root): tests/bench/host_overhead.sh [BUILD_DIR]    BUILD_DIR defaults to <repo>/build.
-# Tunables (environment): RUNS=5 ROUNDS=3 GETPPID_N=2000000 PIPE_N=50000 MIB=256 THPTRACE_BIN
-#   BASELINE_BIN EMPTY_HOOKS PEER_HZ STATS=1 WORKS="getppid pipe touch cow" (a subset runs alone) PIN_CPU (a
+# Tunables (environment): RUNS=5 ROUNDS=3 GETPPID_N=2000000 WRITE_N=1000000 PIPE_N=50000 MIB=256 THPTRACE_BIN
+#   BASELINE_BIN EMPTY_HOOKS PEER_HZ STATS=1 WORKS="getppid write pipe touch cow" (a subset runs alone) PIN_CPU (a
 #   CPU to run the unrelated work on, e.g. 1: both ends of the pipe then share it, which takes out the
 #   bimodal cross-CPU wake-ups; thptrace and Redis stay free to run anywhere).
 set -euo pipefail
@@ -36,6 +37,7 @@ work_bin=$build/tests/bench/host_work
 runs=${RUNS:-5}
 rounds=${ROUNDS:-3}
 getppid_n=${GETPPID_N:-2000000}
+write_n=${WRITE_N:-1000000}
 pipe_n=${PIPE_N:-50000}
 mib=${MIB:-256}
 baseline=${BASELINE_BIN:-}
@@ -93,10 +95,11 @@ stop_capture() {
   cap_pid=
 }
 
-read -r -a works <<<"${WORKS:-getppid pipe touch cow}"
+read -r -a works <<<"${WORKS:-getppid write pipe touch cow}"
 arg_of() {
   case $1 in
     getppid) echo "$getppid_n" ;;
+    write) echo "$write_n" ;;
     pipe) echo "$pipe_n" ;;
     *) echo "$mib" ;;
   esac
@@ -193,7 +196,7 @@ import statistics, sys
 samples = {}
 $(for key in "${!samples[@]}"; do echo "samples['$key'] = [float(x) for x in '${samples[$key]}'.split()]"; done)
 works = '${works[*]}'.split()
-unit = {'getppid': 'ns per call', 'pipe': 'ns per round trip', 'touch': 'ns per fault', 'cow': 'ns per fault'}
+unit = {'getppid': 'ns per call', 'write': 'ns per call', 'pipe': 'ns per round trip', 'touch': 'ns per fault', 'cow': 'ns per fault'}
 print()
 arms = [c for c in ('default', 'fallback', 'hooks', 'baseline', 'empty', 'peer') if f'{c},{works[0]}' in samples]
 print("| work | untraced | " + " | ".join(f"{c} | ratio" for c in arms) + " |")

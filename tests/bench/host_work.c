@@ -3,6 +3,8 @@
  * nanoseconds one operation took, best of the rounds asked for.
  *
  *   host_work getppid N        N getppid() system calls
+ *   host_work write N          N one-byte write() calls to a regular file (the disk family's
+ *                              programs see every write of the machine)
  *   host_work pipe N           N one-byte round trips between two processes over a pipe pair
  *   host_work touch MIB        first touch of MIB MiB of fresh anonymous memory, one write per 4 KiB
  *   host_work cow MIB          after fork, the parent writes once per 4 KiB page of MIB MiB it
@@ -54,6 +56,29 @@ static double run_getppid(long n)
 	for (long i = 0; i < n; i++)
 		syscall(SYS_getppid);
 	return (double)(now_ns() - t0) / (double)n;
+}
+
+static double run_write(long n)
+{
+	char path[] = "/tmp/thptrace-host-write.XXXXXX";
+	int fd = mkstemp(path);
+	uint64_t t0;
+	char b = 'w';
+
+	if (fd < 0)
+		die("mkstemp");
+	unlink(path);
+	t0 = now_ns();
+	for (long i = 0; i < n; i++) {
+		/* Back to the start now and then: the file stays a few pages. */
+		if ((i & 4095) == 0 && lseek(fd, 0, SEEK_SET) < 0)
+			die("lseek");
+		if (write(fd, &b, 1) != 1)
+			die("write");
+	}
+	double ns = (double)(now_ns() - t0) / (double)n;
+	close(fd);
+	return ns;
 }
 
 static double run_pipe(long n)
@@ -143,7 +168,7 @@ int main(int argc, char **argv)
 	int rounds;
 
 	if (argc < 3 || argc > 4) {
-		fprintf(stderr, "usage: %s getppid|pipe|touch|cow N [ROUNDS]\n", argv[0]);
+		fprintf(stderr, "usage: %s getppid|write|pipe|touch|cow N [ROUNDS]\n", argv[0]);
 		return 2;
 	}
 	n = strtol(argv[2], NULL, 10);
@@ -157,6 +182,8 @@ int main(int argc, char **argv)
 
 		if (!strcmp(argv[1], "getppid"))
 			ns = run_getppid(n);
+		else if (!strcmp(argv[1], "write"))
+			ns = run_write(n);
 		else if (!strcmp(argv[1], "pipe"))
 			ns = run_pipe(n);
 		else if (!strcmp(argv[1], "touch"))
@@ -164,7 +191,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[1], "cow"))
 			ns = run_cow((size_t)n);
 		else {
-			fprintf(stderr, "%s: unknown work '%s' (getppid, pipe, touch or cow).\n", argv[0], argv[1]);
+			fprintf(stderr, "%s: unknown work '%s' (getppid, write, pipe, touch or cow).\n", argv[0], argv[1]);
 			return 2;
 		}
 		if (r == 0 || ns < best)

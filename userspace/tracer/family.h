@@ -51,8 +51,8 @@ inline constexpr std::array<FamilyInfo, 7> kFamilies = {{
      {Mode::fentry, Mode::tp_btf, Mode::raw_tp}},
     {Family::disk,
      "disk",
-     "sys_enter/sys_exit for fsync, fdatasync, sync_file_range and the main thread's file writes",
-     {Mode::tp_btf, Mode::raw_tp, Mode::unavailable}},
+     "fentry/fexit on the fsync, fdatasync, sync_file_range and write system calls, else sys_enter/sys_exit",
+     {Mode::fentry, Mode::tp_btf, Mode::raw_tp}},
 }};
 
 constexpr const FamilyInfo& family_info(Family f) {

@@ -104,6 +104,14 @@ std::vector<ProgramSet> program_table(::thptrace_bpf* s) {
       {p.disk_enter_raw, F::disk, Mode::raw_tp},
       {p.disk_exit_btf, F::disk, Mode::tp_btf},
       {p.disk_exit_raw, F::disk, Mode::raw_tp},
+      {p.disk_fsync_fentry, F::disk, Mode::fentry},
+      {p.disk_fsync_fexit, F::disk, Mode::fentry},
+      {p.disk_fdatasync_fentry, F::disk, Mode::fentry},
+      {p.disk_fdatasync_fexit, F::disk, Mode::fentry},
+      {p.disk_range_fentry, F::disk, Mode::fentry},
+      {p.disk_range_fexit, F::disk, Mode::fentry},
+      {p.disk_write_fentry, F::disk, Mode::fentry},
+      {p.disk_write_fexit, F::disk, Mode::fentry},
   };
 }
 

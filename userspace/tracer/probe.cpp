@@ -267,7 +267,16 @@ AttachModes choose_modes(bool force_fallback, const RedisScope& redis) {
   r.thp = tracepoint_family({"mm_khugepaged_scan_pmd", "mm_collapse_huge_page"});
   r.stall = tracepoint_family({"mm_compaction_begin", "mm_compaction_end", "mm_vmscan_direct_reclaim_begin",
                                "mm_vmscan_direct_reclaim_end"});
-  r.disk = tracepoint_family({"sys_enter", "sys_exit"});
+  // The four system calls' entry points where fentry loads: only these calls run the programs, not
+  // every system call of the machine (bpf/disk.bpf.c says why not the VFS's).
+  if (!force_fallback && r.btf && fp.fentry("__x64_sys_fsync") && fp.fentry("__x64_sys_fdatasync") &&
+      fp.fentry("__x64_sys_sync_file_range") && fp.fentry("__x64_sys_write")) {
+    r.disk = {Mode::fentry, "fentry/fexit on the fsync, fdatasync, sync_file_range and write system calls load"};
+  } else {
+    const std::string why = force_fallback ? std::string("fallback forced") : fp.last_failure();
+    r.disk = tracepoint_family({"sys_enter", "sys_exit"});
+    r.disk.why = why + "; sys_enter/sys_exit: " + r.disk.why;
+  }
   r.task_storage = fp.task_storage();
   const std::string starts =
       r.task_storage ? "fault start times in task storage" : fp.last_failure() + ": fault start times in a hash map";
