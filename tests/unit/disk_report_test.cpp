@@ -152,3 +152,49 @@ TEST(DiskReport, NoDiskFamilyNoFsyncKeys) {
   EXPECT_FALSE(j.at("forks").at(0).contains("fsync_during"));
   EXPECT_FALSE(j.at("forks").at(0).contains("aof_delayed_fsync"));
 }
+
+// A BGSAVE child writing its RDB next to appendfsync everysec: the bio thread's fsyncs slow, the
+// finding says what everysec and no-appendfsync-on-rewrite trade, with the child's write rate and the
+// event loop's time in its AOF writes; all of it reads back from the JSON.
+TEST(DiskReport, BgsaveNextToEverysecSlowsTheBioThread) {
+  auto in = inputs(1000, 1000);
+  in.events.clear();
+  in.events.push_back(test::fork_ev(200, 10 * kS, REASON_BGSAVE));
+  for (uint64_t i = 0; i < 20; i++) {
+    in.events.push_back(sync_ev(8 * kS + i * kS / 10, 900, THREAD_BIO_AOF, 101));
+    in.events.push_back(sync_ev(10 * kS + i * kS / 20, 30'000, THREAD_BIO_AOF, 101));
+  }
+  for (uint64_t i = 0; i < 50; i++) {
+    auto w = sync_ev(10 * kS + i * kS / 50, 40, THREAD_MAIN);
+    w.value = DISK_WRITE;
+    in.events.push_back(w);
+  }
+  auto ep = test::episode(200, 10 * kS, 12 * kS, 1000, REASON_BGSAVE);
+  ep.child_wchar = 64ull << 20;  // 64 MiB over 2 s
+  ep.child_write_bytes = 64ull << 20;
+  in.events.push_back(test::exit_ev(ep));
+  in.facts->appendfsync = "everysec";
+  const auto r = report::assemble(in);
+  ASSERT_EQ(r.forks.size(), 1u);
+  const auto& f = r.forks[0];
+  ASSERT_TRUE(f.fsync_during && f.fsync_during->aof_write);
+  EXPECT_EQ(f.fsync_during->aof_write->count, 50u);
+  EXPECT_DOUBLE_EQ(f.fsync_during->aof_write->blocked_ms, 2.0);
+  EXPECT_EQ(f.fsync_during->count(), 20u);  // the syncs alone
+  ASSERT_TRUE(f.child_io);
+  EXPECT_EQ(f.child_io->written_bytes, 64ull << 20);
+  const auto all = report::findings(r);
+  const auto* c = finding(all, "fsync_contention");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->severity, report::Severity::info);  // the bio thread's: clients wait only past 2 s
+  EXPECT_NE(c->text.find("appendfsync everysec"), std::string::npos) << c->text;
+  EXPECT_NE(c->text.find("the child wrote 64.0 MiB at 32.0 MiB/s"), std::string::npos) << c->text;
+  EXPECT_NE(c->text.find("2.0 ms in its AOF writes"), std::string::npos) << c->text;
+  const auto j = report::to_json(r);
+  const auto& fork = j.at("forks").at(0);
+  EXPECT_EQ(fork.at("child_io").at("written_bytes"), 64ull << 20);
+  EXPECT_DOUBLE_EQ(fork.at("child_io").at("write_mib_per_s").get<double>(), 32.0);
+  EXPECT_EQ(fork.at("fsync_during").at("aof_write").at("count"), 50);
+  EXPECT_TRUE(fork.at("fsync_before").at("aof_write").is_null());
+  EXPECT_EQ(report::to_json(report::from_json(j)).dump(), j.dump());
+}

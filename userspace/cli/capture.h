@@ -7,6 +7,7 @@
 #include <string>
 
 #include "redis/credentials.h"
+#include "tracer/probe.h"
 
 namespace thptrace::cli {
 
@@ -25,6 +26,7 @@ struct CaptureOptions {
   std::string json_path;
   std::string svg_path;  // the timeline drawn (an HTML page around it when the name ends in .html)
   bool force_fallback = false;
+  tracer::DiskTracing disk = tracer::DiskTracing::automatic;
   int interval_ms = 100;        // /proc and Redis while a fork, a save or a sync is on
   int idle_interval_ms = 1000;  // the rest of the time (common/cadence.h)
   size_t ringbuf_kb = 256;

@@ -33,7 +33,8 @@ namespace {
 
 const char* kUsage =
     "usage: thptrace [--pid PID] [--redis HOST:PORT|unix:/PATH [--redis-tls ...]] [--duration SECONDS] [--json PATH]\n"
-    "                [--force-fallback] [--sample-copies N [--unwind dwarf|fp] [--debuginfod]] [--latency-probe HZ]\n"
+    "                [--force-fallback] [--disk auto|on|off] [--sample-copies N [--unwind dwarf|fp] [--debuginfod]] "
+    "[--latency-probe HZ]\n"
     "         (--pid, --redis or both: the process serving a TCP --redis is found from the kernel's socket tables)\n"
     "       thptrace probe [--json]\n"
     "       thptrace daemon [--config PATH] [--listen ADDR:PORT] [--redis HOST:PORT|unix:/PATH ...] [--pid PID ...]\n"
@@ -53,6 +54,9 @@ int capture_main(int argc, char** argv) {
       "svg", po::value<std::string>(),
       "also draw the capture's timeline to PATH (SVG; an HTML page around it when PATH ends in .html)")(
       "force-fallback", "use the fallback attach mode of every probe family")(
+      "disk", po::value<std::string>()->default_value("auto"),
+      "fsync and AOF write tracing: auto (where fentry loads on the system calls), on (also through the "
+      "sys_enter/sys_exit tracepoints, which slow every system call of the host), off")(
       "interval-ms", po::value<int>()->default_value(100),
       "sampling interval of /proc and Redis while a fork, a save or a replica's sync is on, ms")(
       "idle-interval-ms", po::value<int>()->default_value(1000),
@@ -105,6 +109,10 @@ int capture_main(int argc, char** argv) {
   if (vm.count("json")) o.json_path = vm["json"].as<std::string>();
   if (vm.count("svg")) o.svg_path = vm["svg"].as<std::string>();
   o.force_fallback = vm.count("force-fallback") > 0;
+  if (const auto d = tracer::disk_tracing_named(vm["disk"].as<std::string>()))
+    o.disk = *d;
+  else
+    throw FatalError(kExitUsage, "--disk: expected auto, on or off.");
   o.interval_ms = vm["interval-ms"].as<int>();
   if (o.interval_ms < 10 || o.interval_ms > 60000)
     throw FatalError(kExitUsage, "--interval-ms: expected 10 to 60000.");

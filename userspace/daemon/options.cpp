@@ -43,6 +43,9 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
       "idle-poll-interval-ms", po::value<int>()->default_value(2000),
       "Redis INFO poll interval while no fork is in progress, ms (a fork wakes the poller at once)")(
       "force-fallback", "use the fallback attach mode of every probe family")(
+      "disk", po::value<std::string>()->default_value("auto"),
+      "fsync and AOF write tracing: auto (where fentry loads on the system calls), on (also through the "
+      "sys_enter/sys_exit tracepoints, which slow every system call of the host), off")(
       "ringbuf-kb", po::value<size_t>()->default_value(256), "ring buffer size, KiB")(
       "max-targets", po::value<uint32_t>()->default_value(64), "processes traced at once (in-kernel map size)")(
       "max-episodes", po::value<uint32_t>()->default_value(256), "fork children tracked at once (in-kernel map size)")(
@@ -126,6 +129,10 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
       (o.idle_poll_interval_ms > 5000 && o.idle_poll_interval_ms != o.poll_interval_ms))
     throw FatalError(kExitUsage, "--idle-poll-interval-ms: expected --poll-interval-ms to 5000.");
   o.force_fallback = vm.count("force-fallback") > 0;
+  if (const auto d = tracer::disk_tracing_named(vm["disk"].as<std::string>()))
+    o.disk = *d;
+  else
+    throw FatalError(kExitUsage, "--disk: expected auto, on or off.");
   o.ringbuf_kb = vm["ringbuf-kb"].as<size_t>();
   if (o.ringbuf_kb < 4 || o.ringbuf_kb > 1024 * 1024) throw FatalError(kExitUsage, "--ringbuf-kb: expected 4 to 1048576.");
   o.max_targets = vm["max-targets"].as<uint32_t>();

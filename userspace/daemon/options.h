@@ -13,6 +13,7 @@
 #include "daemon/web_config.h"
 #include "redis/address.h"
 #include "redis/credentials.h"
+#include "tracer/probe.h"
 
 namespace thptrace::daemon {
 
@@ -32,6 +33,7 @@ struct DaemonOptions {
   int poll_interval_ms = 100;        // while a fork of the target is in progress
   int idle_poll_interval_ms = 2000;  // while none is (common/cadence.h)
   bool force_fallback = false;
+  tracer::DiskTracing disk = tracer::DiskTracing::automatic;
   size_t ringbuf_kb = 256;
   uint32_t max_targets = 64;    // processes traced at once (the in-kernel targets map)
   uint32_t max_episodes = 256;  // fork children tracked at once (the in-kernel episodes map)

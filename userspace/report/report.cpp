@@ -450,6 +450,7 @@ ordered_json to_json(const Report& r) {
   for (const auto& f : tracer::kFamilies) {
     j["probes"][f.name] = tracer::mode_name(r.probes.at(f.family).mode);
     if (f.family == tracer::Family::redis) j["probes"]["redis_why"] = r.probes.redis.why;
+    if (f.family == tracer::Family::disk) j["probes"]["disk_why"] = r.probes.disk.why;
   }
   j["probes"]["huge_alloc"] =
       r.huge_alloc.mode == tracer::Mode::unavailable ? "off" : tracer::mode_name(r.huge_alloc.mode);
@@ -634,6 +635,7 @@ Report from_json(const nlohmann::json& j) {
       r.probes.at(f.family).mode = mode_named(probes.at(f.name).get<std::string>());
   // Optional in the schema: reports from before the per-process Redis entry points.
   if (probes.contains("redis_why")) r.probes.redis.why = probes.at("redis_why").get<std::string>();
+  if (probes.contains("disk_why")) r.probes.disk.why = probes.at("disk_why").get<std::string>();
   const auto huge_alloc = probes.at("huge_alloc").get<std::string>();
   r.huge_alloc.mode = huge_alloc == "off" ? tracer::Mode::unavailable : mode_named(huge_alloc);
   r.probes.forced_fallback = probes.at("forced_fallback").get<bool>();

@@ -139,6 +139,8 @@ void capture_lines(const Report& r, const Line& line) {
     line(fmt::format("redis fork reasons: {}", r.probes.redis.why));
   if (r.probes.kernel_copies.mode == tracer::Mode::unavailable)
     line(fmt::format("kernel-made copies: not counted ({})", r.probes.kernel_copies.why));
+  if (r.probes.disk.mode == tracer::Mode::unavailable && !r.probes.disk.why.empty())
+    line(fmt::format("fsyncs and AOF writes: not traced ({})", r.probes.disk.why));
   if (r.huge_alloc.mode == tracer::Mode::unavailable)
     line(fmt::format("huge page allocations: not counted ({})", r.huge_alloc.why));
   else

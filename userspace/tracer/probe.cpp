@@ -225,7 +225,14 @@ auto& choice_of(Modes& m, Family f) {
 FamilyChoice& AttachModes::at(Family f) { return choice_of(*this, f); }
 const FamilyChoice& AttachModes::at(Family f) const { return choice_of(*this, f); }
 
-AttachModes choose_modes(bool force_fallback, const RedisScope& redis) {
+std::optional<DiskTracing> disk_tracing_named(const std::string& name) {
+  if (name == "auto") return DiskTracing::automatic;
+  if (name == "on") return DiskTracing::on;
+  if (name == "off") return DiskTracing::off;
+  return std::nullopt;
+}
+
+AttachModes choose_modes(bool force_fallback, const RedisScope& redis, DiskTracing disk) {
   FeatureProbe fp;
   AttachModes r;
   r.forced_fallback = force_fallback;
@@ -269,13 +276,20 @@ AttachModes choose_modes(bool force_fallback, const RedisScope& redis) {
                                "mm_vmscan_direct_reclaim_end"});
   // The four system calls' entry points where fentry loads: only these calls run the programs, not
   // every system call of the machine (bpf/disk.bpf.c says why not the VFS's).
-  if (!force_fallback && r.btf && fp.fentry("__x64_sys_fsync") && fp.fentry("__x64_sys_fdatasync") &&
-      fp.fentry("__x64_sys_sync_file_range") && fp.fentry("__x64_sys_write")) {
+  if (disk == DiskTracing::off) {
+    r.disk = {Mode::unavailable, "off (--disk off)"};
+  } else if (!force_fallback && r.btf && fp.fentry("__x64_sys_fsync") && fp.fentry("__x64_sys_fdatasync") &&
+             fp.fentry("__x64_sys_sync_file_range") && fp.fentry("__x64_sys_write")) {
     r.disk = {Mode::fentry, "fentry/fexit on the fsync, fdatasync, sync_file_range and write system calls load"};
-  } else {
+  } else if (disk == DiskTracing::on) {
     const std::string why = force_fallback ? std::string("fallback forced") : fp.last_failure();
     r.disk = tracepoint_family({"sys_enter", "sys_exit"});
     r.disk.why = why + "; sys_enter/sys_exit: " + r.disk.why;
+  } else {
+    r.disk = {Mode::unavailable,
+              (force_fallback ? std::string("fallback forced") : fp.last_failure()) +
+                  "; off: its fallback, sys_enter/sys_exit, slows every system call of the host while attached "
+                  "(--disk on takes it)"};
   }
   r.task_storage = fp.task_storage();
   const std::string starts =

@@ -4,6 +4,7 @@
 // kernel, and why. Modelled on bcc's fentry_can_attach/probe_tp_btf: load (and attach) a two-
 // instruction program of each kind and see whether the kernel takes it.
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,6 +85,13 @@ struct RedisScope {
 // from. The loader loads the real programs and moves a family the kernel refuses down its chain
 // (Tracer::modes() is the final answer). With force_fallback every family takes the last mode of its
 // chain (raw_tp for kernel families, INFO polling for Redis) so those paths are testable on any kernel.
-AttachModes choose_modes(bool force_fallback, const RedisScope& redis);
+// disk (--disk): auto takes the disk family where fentry loads on its four system calls and leaves
+// it off elsewhere: its fallback, the sys_enter/sys_exit tracepoints, puts every system call of the
+// host on the kernel's slow path while attached (getppid 1.17x on this project's CI host,
+// tests/bench/host_overhead.sh); on takes that fallback too; off never traces the disk.
+enum class DiskTracing { automatic, on, off };
+AttachModes choose_modes(bool force_fallback, const RedisScope& redis, DiskTracing disk = DiskTracing::automatic);
+// "auto", "on" or "off" as --disk takes it; nullopt for anything else.
+std::optional<DiskTracing> disk_tracing_named(const std::string& name);
 
 }  // namespace thptrace::tracer

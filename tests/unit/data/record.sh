@@ -39,12 +39,12 @@ capture() {  # NAME EXTRA-FLAGS...
 }
 if [[ ${2:-all} != daemon ]]; then
   capture capture_uprobe
-  capture capture_fallback --force-fallback
+  capture capture_fallback --force-fallback --disk on
 fi
 
 mport=$(free_port)
 THPTRACE_RECORD_INPUTS="$out/daemon.inputs.jsonl" "$bin" daemon --listen "127.0.0.1:$mport" \
-  --redis "127.0.0.1:$port" --force-fallback &
+  --redis "127.0.0.1:$port" --force-fallback --disk on &
 daemon=$!
 sleep 1
 workload
