@@ -42,6 +42,25 @@ TEST(Tracer, RefusedFamilyMovesDownItsChainAlone) {
   EXPECT_EQ(leftover_thptrace_programs(), std::vector<std::string>{});
 }
 
+// The disk family's fentry programs refused at load: without --disk on it goes off, not down to the
+// syscall tracepoints (which slow every system call of the host); with it, down its chain.
+TEST(Tracer, RefusedDiskFentryGoesOffUnlessTracepointsAreAllowed) {
+  REQUIRE_BPF();
+  const auto chosen = tracer::choose_modes(false, "", tracer::DiskTracing::on);
+  if (chosen.disk.mode == tracer::Mode::fentry) GTEST_SKIP() << "fentry loads on this kernel: nothing to refuse";
+  for (const bool allowed : {false, true}) {
+    auto claimed = chosen;
+    claimed.disk = {tracer::Mode::fentry, "claimed by the test"};
+    claimed.disk_tracepoints = allowed;
+    testing::internal::CaptureStderr();
+    tracer::Tracer t(claimed);
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(t.modes().disk.mode, allowed ? chosen.disk.mode : tracer::Mode::unavailable) << err;
+    EXPECT_EQ(t.modes().fork.mode, chosen.fork.mode);
+  }
+  EXPECT_EQ(leftover_thptrace_programs(), std::vector<std::string>{});
+}
+
 // Below what a capture needs, the Tracer refuses to start with the one sentence choose_modes wrote.
 TEST(Tracer, BelowTheMinimumKernelRefusesWithOneSentence) {
   auto modes = tracer::choose_modes(false, "");

@@ -203,7 +203,9 @@ bool move_refused_families(AttachModes& modes, const TracerOptions& sizes, Count
       }
       modes.task_storage = true;
     }
-    const Mode next = next_mode(info.family, c.mode);
+    // Without --disk on the disk family does not take the tracepoints, which slow every system call.
+    const Mode next =
+        info.family == Family::disk && !modes.disk_tracepoints ? Mode::unavailable : next_mode(info.family, c.mode);
     log::warn("the kernel refuses the {} family's {} programs ({}); it takes {} (--verbose shows the verifier log)",
               info.name, mode_name(c.mode), std::strerror(-ferr), mode_name(next));
     c.why = fmt::format("{}; the real {} programs were refused ({}): {}", c.why, mode_name(c.mode),

@@ -225,13 +225,6 @@ auto& choice_of(Modes& m, Family f) {
 FamilyChoice& AttachModes::at(Family f) { return choice_of(*this, f); }
 const FamilyChoice& AttachModes::at(Family f) const { return choice_of(*this, f); }
 
-std::optional<DiskTracing> disk_tracing_named(const std::string& name) {
-  if (name == "auto") return DiskTracing::automatic;
-  if (name == "on") return DiskTracing::on;
-  if (name == "off") return DiskTracing::off;
-  return std::nullopt;
-}
-
 AttachModes choose_modes(bool force_fallback, const RedisScope& redis, DiskTracing disk) {
   FeatureProbe fp;
   AttachModes r;
@@ -276,6 +269,7 @@ AttachModes choose_modes(bool force_fallback, const RedisScope& redis, DiskTraci
                                "mm_vmscan_direct_reclaim_end"});
   // The four system calls' entry points where fentry loads: only these calls run the programs, not
   // every system call of the machine (bpf/disk.bpf.c says why not the VFS's).
+  r.disk_tracepoints = disk == DiskTracing::on;
   if (disk == DiskTracing::off) {
     r.disk = {Mode::unavailable, "off (--disk off)"};
   } else if (!force_fallback && r.btf && fp.fentry("__x64_sys_fsync") && fp.fentry("__x64_sys_fdatasync") &&

@@ -32,8 +32,12 @@ struct AttachModes {
   // fork child): fentry when do_wp_page counts them with the rest, else the page_fault_kernel
   // tracepoint in the cow_fault family's style, else unavailable (those copies are then missed).
   FamilyChoice kernel_copies;
-  // fsync, fdatasync and sync_file_range of the watched processes' threads.
+  // fsync, fdatasync and sync_file_range of the watched processes' threads, and their main threads'
+  // file writes.
   FamilyChoice disk;
+  // Whether the disk family may take the syscall tracepoints (--disk on): where it may not, a family
+  // whose fentry programs the kernel refuses goes off rather than down its chain.
+  bool disk_tracepoints = false;
   bool forced_fallback = false;
   // Non-empty when the kernel lacks something every capture needs (below the minimum kernel): one
   // sentence naming it. The Tracer refuses to start with it.
@@ -91,7 +95,13 @@ struct RedisScope {
 // tests/bench/host_overhead.sh); on takes that fallback too; off never traces the disk.
 enum class DiskTracing { automatic, on, off };
 AttachModes choose_modes(bool force_fallback, const RedisScope& redis, DiskTracing disk = DiskTracing::automatic);
-// "auto", "on" or "off" as --disk takes it; nullopt for anything else.
-std::optional<DiskTracing> disk_tracing_named(const std::string& name);
+// "auto", "on" or "off" as --disk takes it; nullopt for anything else. Inline: the option parsers
+// (and the fuzz targets that link them alone) need no BPF code for it.
+inline std::optional<DiskTracing> disk_tracing_named(const std::string& name) {
+  if (name == "auto") return DiskTracing::automatic;
+  if (name == "on") return DiskTracing::on;
+  if (name == "off") return DiskTracing::off;
+  return std::nullopt;
+}
 
 }  // namespace thptrace::tracer
