@@ -138,6 +138,40 @@ TEST(Replicas, ASyncBetweenTwoPollsHasNoSyncTime) {
   ASSERT_EQ(syncs[0].states.size(), 1u);
 }
 
+// Redis learns that a child exited only in its cron, later still on a loaded primary: a replica
+// that asks in between joins that child's RDB, though its last absence came after the exit (seen on
+// CI under ASan: the child exited at 121 ms, Redis still showed the save at 430 ms, and the third
+// replica, absent then, was online at 550 ms with no fork of its own).
+TEST(Replicas, AReplicaThatAsksBeforeRedisSawTheChildExitJoinsIt) {
+  Correlator c(kParent);
+  const auto busy = [](Snapshot s) {
+    s.rdb_bgsave_in_progress = true;
+    return s;
+  };
+  c.on_snapshot(poll(100, {}));
+  c.on_event(exit_ev(episode(500, 110, 231, REASON_FULL_SYNC_DISK)));
+  c.on_snapshot(busy(poll(200, {rep(6381, "wait_bgsave")})));
+  c.on_snapshot(busy(poll(540, {rep(6381, "wait_bgsave"), rep(6382, "wait_bgsave")})));
+  c.on_snapshot(poll(660, {rep(6381, "online"), rep(6382, "online"), rep(6383, "online")}));
+  const auto forks = c.take_remaining(true);
+  ASSERT_EQ(forks.size(), 1u);
+  ASSERT_EQ(forks[0].replicas.size(), 3u);
+  EXPECT_EQ(forks[0].replicas[2].address, "127.0.0.1:6383");
+  EXPECT_EQ(forks[0].replicas[2].joined, ReplicaSync::Joined::rode);
+}
+
+// The same late absence without Redis showing the save still running: no fork is given.
+TEST(Replicas, AReplicaThatAsksAfterRedisSawTheExitGetsNoOldFork) {
+  Correlator c(kParent);
+  c.on_snapshot(poll(100, {}));
+  c.on_event(exit_ev(episode(500, 110, 231, REASON_FULL_SYNC_DISK)));
+  c.on_snapshot(poll(540, {}));
+  c.on_snapshot(poll(660, {rep(6383, "online")}));
+  const auto syncs = c.replica_syncs();
+  ASSERT_EQ(syncs.size(), 1u);
+  EXPECT_EQ(syncs[0].child_pid, 0u);
+}
+
 namespace {
 
 // Three replicas ask at once; the first fork (150-790 ms) serves the first, the next (795-1500 ms)

@@ -44,6 +44,7 @@ uint64_t ReplicaSync::wait_end_ns() const {
 
 void ReplicaTracker::on_snapshot(const redis::Snapshot& s) {
   const uint64_t ts = s.ts_ns;
+  if (s.rdb_bgsave_in_progress) rdb_child_polls_.push_back(ts);
   std::vector<bool> listed(open_.size(), false);
   std::vector<std::string> steady_now;
   for (const auto& r : s.replicas) {
@@ -141,11 +142,20 @@ const ForkWindow* ReplicaTracker::fork_of(const ReplicaSync& s) const {
   const bool child_done_at_wait_end =
       ended_by != s.states.end() &&
       (ended_by->state == "send_bulk" || ended_by->state == "online" || ended_by->state == "bg_transfer");
+  // f is the last fork begun before the end of s's wait, and Redis still showed an RDB child in
+  // progress between s's last absence and that end: s may have asked after f's child exited and
+  // still joined its RDB (a disk sync attaches to a save Redis has not yet seen finish).
+  const auto redis_still_saw = [&](size_t i) {
+    if (i + 1 < forks_.size() && forks_[i + 1].fork_ts_ns <= to) return false;
+    const auto p = std::lower_bound(rdb_child_polls_.begin(), rdb_child_polls_.end(), from);
+    return p != rdb_child_polls_.end() && *p <= to;
+  };
   const ForkWindow* best = nullptr;
   const ForkWindow* best_done = nullptr;
-  for (const auto& f : forks_) {
+  for (size_t i = 0; i < forks_.size(); ++i) {
+    const ForkWindow& f = forks_[i];
     if (!f.may_serve || f.fork_ts_ns > to) continue;
-    if (f.exit_ts_ns && f.exit_ts_ns < from) continue;
+    if (f.exit_ts_ns && f.exit_ts_ns < from && !redis_still_saw(i)) continue;
     // Still waiting at its last poll: a child that had long exited by then was not its fork.
     if (!wait_ended && f.exit_ts_ns && f.exit_ts_ns + kExitNoticeNs < s.last_seen_ns) continue;
     if (!best || f.fork_ts_ns >= best->fork_ts_ns) best = &f;
@@ -212,6 +222,7 @@ void ReplicaTracker::drop_before(uint64_t ts_ns) {
     --ended_taken_;
   }
   std::erase_if(forks_, [ts_ns](const ForkWindow& f) { return f.exit_ts_ns && f.exit_ts_ns < ts_ns; });
+  while (!rdb_child_polls_.empty() && rdb_child_polls_.front() < ts_ns) rdb_child_polls_.pop_front();
 }
 
 }  // namespace thptrace::correlate

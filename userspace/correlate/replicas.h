@@ -84,8 +84,9 @@ class ReplicaTracker {
   void drop_before(uint64_t ts_ns);
 
  private:
-  // The fork window that served s: the latest that may serve and whose child lived at some moment
-  // between s's request and the end of its wait. nullptr when none did.
+  // The fork window that served s: the latest that may serve and whose child lived, or that Redis
+  // still showed in progress, at some moment between s's request and the end of its wait. nullptr
+  // when none did.
   const ForkWindow* fork_of(const ReplicaSync& s) const;
   ReplicaSync with_fork(const ReplicaSync& s) const;
   void close(size_t open_index, ReplicaSync::Outcome outcome);
@@ -94,6 +95,10 @@ class ReplicaTracker {
   std::vector<ReplicaSync> open_;    // one per address listed in the last poll, not online
   std::vector<std::string> steady_;  // addresses listed online in the last poll
   std::deque<ForkWindow> forks_;     // in fork order
+  // Answer times of the polls that showed an RDB child in progress (rdb_bgsave_in_progress): Redis
+  // learns of a child's exit only in its cron, so a replica that asks between the exit and then
+  // still joins that child's RDB.
+  std::deque<uint64_t> rdb_child_polls_;
   uint64_t last_poll_ns_ = 0;
   bool seen_poll_ = false;
   uint64_t next_id_ = 1;

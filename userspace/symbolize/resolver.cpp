@@ -158,7 +158,12 @@ Resolver::Resolver(pid_t pid, ResolverOptions options)
   auto comm = proc::read_file("/proc/" + std::to_string(pid) + "/comm", 64).value_or("");
   while (!comm.empty() && (comm.back() == '\n' || comm.back() == '\r')) comm.pop_back();
   exe_label_ = comm.empty() || comm == exe_name_ ? exe_name_ : comm + " (" + exe + ")";
+  exe_command_ = comm.empty() ? exe_name_ : comm;
   refresh();
+}
+
+const std::string& Resolver::shown_name(const std::string& file_name) const {
+  return !exe_name_.empty() && file_name == exe_name_ ? exe_command_ : file_name;
 }
 
 Resolver::~Resolver() = default;
@@ -223,7 +228,7 @@ Frame Resolver::frame_of(uint64_t address, bool return_address) {
     GElf_Off offset = 0;
     GElf_Sym sym;
     const char* fn = dwfl_module_addrinfo(mod, at, &offset, &sym, nullptr, nullptr, nullptr);
-    f.function = fn ? fn : fmt::format("{}+0x{:x}", f.module, at - start);
+    f.function = fn ? fn : fmt::format("{}+0x{:x}", shown_name(f.module), at - start);
   }
   cache_.emplace(at, f);
   return f;
@@ -285,7 +290,7 @@ correlate::CopySample Resolver::resolve(uint64_t ts_ns, uint64_t address, const 
     refresh_on_miss();
     m = mapping_of(address);
   }
-  s.mapping = m ? mapping_label(*m) : "unmapped";
+  s.mapping = m ? shown_name(mapping_label(*m)) : "unmapped";
   std::vector<std::pair<uint64_t, bool>> walk;
   for (uint32_t i = 0; i < frames; ++i) walk.emplace_back(stack[i], i > 0);
   s.frames = frames_of(walk, &s.leaf_module, &s.whole);

@@ -90,8 +90,11 @@ class Resolver {
   pid_t pid_;
   ResolverOptions options_;
   // The process's own binary as its operator knows it: the command name, then the file (the target
-  // of a symlink such as Debian's redis-server -> redis-check-rdb) in parentheses.
-  std::string exe_name_, exe_label_;
+  // of a symlink such as Debian's redis-server -> redis-check-rdb) in parentheses; exe_command_ the
+  // command name alone, which names its unsymbolized frames and its data mapping.
+  std::string exe_name_, exe_label_, exe_command_;
+  // The name a module or mapping file is shown by: the command's for the process's own binary.
+  const std::string& shown_name(const std::string& file_name) const;
   std::vector<Mapping> maps_;
   // What each reported module's find_elf and find_debuginfo read (their userdata): replaced as a
   // whole on each refresh, after the modules are reported again.
