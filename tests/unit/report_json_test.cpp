@@ -197,6 +197,37 @@ TEST(ReportJson, ClientLatencyRoundTripsAndIsAbsentWithoutTheProbe) {
   EXPECT_FALSE(without["forks"][0].contains("client_latency_during"));
 }
 
+// The probe's window during a fork against the window before: a slower window during it is what
+// the clients felt (warning past the timeout, impact its slowest request); a window before it that
+// was as slow says the fork was not what they felt (info, no impact), with both windows' numbers.
+TEST(Findings, ClientsFeltTheForkOnlyWhenItsWindowWasSlowerThanBefore) {
+  const auto find = [](const std::vector<report::Finding>& f, const std::string& id) {
+    const auto it = std::find_if(f.begin(), f.end(), [&](const auto& x) { return x.id == id; });
+    return it == f.end() ? nullptr : &*it;
+  };
+  auto r = sample_report();
+  r.client_probe = report::ClientProbeSection{100, 300, 0, redis::ClientLatency{500, 80, 250, 9000, 33000, 7}};
+  r.forks[0].client_latency_during = redis::ClientLatency{115, 140, 900, 3960, 3960, 12};
+  r.forks[0].client_latency_before = redis::ClientLatency{116, 177, 2000, 5300, 5300, 12};
+  auto f = report::findings(r);
+  EXPECT_FALSE(find(f, "clients_felt_fork"));
+  const auto* calm = find(f, "fork_not_felt");
+  ASSERT_TRUE(calm);
+  EXPECT_EQ(calm->severity, report::Severity::info);
+  EXPECT_FALSE(calm->impact_ms);
+  EXPECT_NE(calm->text.find("p99.9 3.96 ms against 5.30 ms"), std::string::npos) << calm->text;
+  EXPECT_EQ(calm->evidence["over_timeout_before"], 12);
+
+  r.forks[0].client_latency_before = redis::ClientLatency{116, 177, 400, 900, 1200, 3};
+  f = report::findings(r);
+  EXPECT_FALSE(find(f, "fork_not_felt"));
+  const auto* felt = find(f, "clients_felt_fork");
+  ASSERT_TRUE(felt);
+  EXPECT_EQ(felt->severity, report::Severity::warning);
+  ASSERT_TRUE(felt->impact_ms);
+  EXPECT_DOUBLE_EQ(*felt->impact_ms, 3.96);
+}
+
 // For an archive: the report's shape version always; the host, the wall-clock span and the server's
 // run id and role when the capture knew them, read back to the same document; none of them made up
 // for a recording that lacks them.

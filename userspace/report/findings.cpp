@@ -400,21 +400,34 @@ void latency_findings(const Report& r, std::vector<Draft>& f) {
   if (felt && r.client_probe) {
     const auto& d = *felt->client_latency_during;
     const auto& b = felt->client_latency_before;
-    f.push_back({2,
-                 fmt::format("Clients felt the {} fork (child {}): the slowest probe request waited {:.1f} ms and "
-                             "p99.9 was {:.2f} ms, against {} in the window before; {} of {} requests took over {} µs.",
-                             correlate::reason_name(felt->reason), felt->child_pid, d.max_us / 1e3, d.p999_us / 1e3,
-                             b ? fmt::format("{:.2f} ms", b->p999_us / 1e3) : std::string("nothing measured"),
-                             d.over_timeout, d.samples, r.client_probe->client_timeout_us),
-                 "clients_felt_fork",
-                 d.over_timeout > 0 ? Severity::warning : Severity::info,
-                 d.max_us / 1e3,
-                 {{"child_pid", felt->child_pid},
-                  {"max_us", d.max_us},
-                  {"p999_us", d.p999_us},
-                  {"p999_us_before", b ? ordered_json(b->p999_us) : ordered_json(nullptr)},
-                  {"over_timeout", d.over_timeout},
-                  {"samples", d.samples}}});
+    ordered_json evidence = {
+        {"child_pid", felt->child_pid},   {"max_us", d.max_us},
+        {"p999_us", d.p999_us},           {"p999_us_before", b ? ordered_json(b->p999_us) : ordered_json(nullptr)},
+        {"over_timeout", d.over_timeout}, {"samples", d.samples}};
+    // A window before that was as slow (the load's own spikes) says the fork was not what clients
+    // felt: said as that, not as a slowdown it caused.
+    if (b && b->samples > 0 && d.p999_us <= b->p999_us && d.over_timeout <= b->over_timeout) {
+      evidence["max_us_before"] = b->max_us;
+      evidence["over_timeout_before"] = b->over_timeout;
+      f.push_back({3,
+                   fmt::format("Clients felt no more during the {} fork (child {}) than in the window before it: "
+                               "p99.9 {:.2f} ms against {:.2f} ms, the slowest request {:.1f} ms against {:.1f} ms; "
+                               "{} of {} requests took over {} µs, against {} of {} before.",
+                               correlate::reason_name(felt->reason), felt->child_pid, d.p999_us / 1e3, b->p999_us / 1e3,
+                               d.max_us / 1e3, b->max_us / 1e3, d.over_timeout, d.samples,
+                               r.client_probe->client_timeout_us, b->over_timeout, b->samples),
+                   "fork_not_felt", Severity::info, std::nullopt, std::move(evidence)});
+    } else {
+      f.push_back({2,
+                   fmt::format("Clients felt the {} fork (child {}): the slowest probe request waited {:.1f} ms and "
+                               "p99.9 was {:.2f} ms, against {} in the window before; {} of {} requests took over "
+                               "{} µs.",
+                               correlate::reason_name(felt->reason), felt->child_pid, d.max_us / 1e3, d.p999_us / 1e3,
+                               b ? fmt::format("{:.2f} ms", b->p999_us / 1e3) : std::string("nothing measured"),
+                               d.over_timeout, d.samples, r.client_probe->client_timeout_us),
+                   "clients_felt_fork", d.over_timeout > 0 ? Severity::warning : Severity::info, d.max_us / 1e3,
+                   std::move(evidence)});
+    }
   }
 
   // Latency windows: one sentence per fork while there are few; past that one sentence with counts
