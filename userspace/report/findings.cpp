@@ -97,16 +97,24 @@ void copy_findings(const Report& r, std::vector<Draft>& f) {
     const auto* top = e.copies->dominant_path();
     if (!top) continue;
     const auto& m = e.copies->mappings.front();
-    f.push_back(
-        {3,
-         fmt::format("In the {} fork window (child {}), {:.0f}% of the sampled copies came from {} "
-                     "(about {} of its {} copies); {:.0f}% were in {} memory.",
-                     correlate::reason_name(e.reason), e.child_pid, top->share * 100, top->name,
-                     std::llround(top->share * static_cast<double>(e.cow_faults)), e.cow_faults, m.share * 100, m.name),
-         "dominant_copy_path",
-         Severity::info,
-         std::nullopt,
-         {{"child_pid", e.child_pid}, {"path", top->name}, {"share", top->share}}});
+    // A Redis's copies by the command that wrote them: what an operator can act on.
+    std::string by_command;
+    ordered_json commands = ordered_json::object();
+    for (const auto& c : e.copies->commands)
+      if (c.share >= 0.01) {
+        by_command += fmt::format("{}{} {:.0f}%", by_command.empty() ? "" : ", ", c.name, c.share * 100);
+        commands[c.name] = c.share;
+      }
+    f.push_back({3,
+                 fmt::format("In the {} fork window (child {}), {:.0f}% of the sampled copies came from {} "
+                             "(about {} of its {} copies); {:.0f}% were in {} memory.{}",
+                             correlate::reason_name(e.reason), e.child_pid, top->share * 100, top->name,
+                             std::llround(top->share * static_cast<double>(e.cow_faults)), e.cow_faults, m.share * 100,
+                             m.name, by_command.empty() ? "" : " By the command that wrote: " + by_command + "."),
+                 "dominant_copy_path",
+                 Severity::info,
+                 std::nullopt,
+                 {{"child_pid", e.child_pid}, {"path", top->name}, {"share", top->share}, {"by_command", commands}}});
   }
   for (const auto* e : sampled)
     if (!e->copies->stacks_partial.empty()) {
