@@ -439,4 +439,40 @@ ThpModeGuard::~ThpModeGuard() {
   g_thp_saved.clear();
 }
 
+MemoryCgroup::MemoryCgroup() {
+  const std::string name = "thptrace-test-" + std::to_string(::getpid());
+  if (std::filesystem::exists("/sys/fs/cgroup/memory/memory.limit_in_bytes")) {
+    version_ = 1;
+    dir_ = "/sys/fs/cgroup/memory/" + name;
+  } else if (proc::read_file("/sys/fs/cgroup/cgroup.subtree_control", 4096).value_or("").find("memory") !=
+             std::string::npos) {
+    version_ = 2;
+    dir_ = "/sys/fs/cgroup/" + name;
+  } else {
+    return;
+  }
+  std::error_code ec;
+  std::filesystem::create_directory(dir_, ec);
+  if (ec) dir_.clear();
+}
+
+MemoryCgroup::~MemoryCgroup() {
+  if (dir_.empty()) return;
+  for (int i = 0; i < 50 && ::rmdir(dir_.c_str()) != 0; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+
+bool MemoryCgroup::add(pid_t pid) const {
+  return static_cast<bool>(std::ofstream(dir_ + "/cgroup.procs") << pid << "\n");
+}
+
+uint64_t MemoryCgroup::read(const std::string& v1, const std::string& v2) const {
+  return std::stoull(proc::read_file(dir_ + "/" + (version_ == 1 ? v1 : v2), 64).value_or("0"));
+}
+
+bool MemoryCgroup::set_limit(uint64_t bytes) const {
+  return static_cast<bool>(std::ofstream(dir_ + "/" + (version_ == 1 ? "memory.limit_in_bytes" : "memory.max"))
+                           << bytes << "\n");
+}
+
 }  // namespace thptrace::test

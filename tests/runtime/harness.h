@@ -202,4 +202,27 @@ class WriteLoad {
   std::thread thread_;
 };
 
+// A memory cgroup made for a test (cgroup v1's memory controller, or v2 with +memory) and removed by
+// the destructor, after its processes are gone. ok() is false where none can be made.
+class MemoryCgroup {
+ public:
+  MemoryCgroup();
+  ~MemoryCgroup();
+  MemoryCgroup(const MemoryCgroup&) = delete;
+  MemoryCgroup& operator=(const MemoryCgroup&) = delete;
+  bool ok() const { return !dir_.empty(); }
+  int version() const { return version_; }
+  const std::string& dir() const { return dir_; }
+  bool add(pid_t pid) const;
+  // A file's number: the v1 name or the v2 name, by the hierarchy's version.
+  uint64_t read(const std::string& v1, const std::string& v2) const;
+  uint64_t usage() const { return read("memory.usage_in_bytes", "memory.current"); }
+  uint64_t limit() const { return read("memory.limit_in_bytes", "memory.max"); }
+  bool set_limit(uint64_t bytes) const;
+
+ private:
+  int version_ = 0;
+  std::string dir_;
+};
+
 }  // namespace thptrace::test

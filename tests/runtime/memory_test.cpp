@@ -17,52 +17,6 @@ using namespace std::chrono_literals;
 using namespace thptrace;
 using namespace thptrace::test;
 
-namespace {
-
-// A memory cgroup made for the test and removed by the destructor (after its processes are gone).
-class MemoryCgroup {
- public:
-  MemoryCgroup() {
-    const std::string name = "thptrace-test-" + std::to_string(::getpid());
-    if (std::filesystem::exists("/sys/fs/cgroup/memory/memory.limit_in_bytes")) {
-      version_ = 1;
-      dir_ = "/sys/fs/cgroup/memory/" + name;
-    } else if (proc::read_file("/sys/fs/cgroup/cgroup.subtree_control", 4096).value_or("").find("memory") !=
-               std::string::npos) {
-      version_ = 2;
-      dir_ = "/sys/fs/cgroup/" + name;
-    } else {
-      return;
-    }
-    std::error_code ec;
-    std::filesystem::create_directory(dir_, ec);
-    if (ec) dir_.clear();
-  }
-  ~MemoryCgroup() {
-    if (dir_.empty()) return;
-    for (int i = 0; i < 50 && ::rmdir(dir_.c_str()) != 0; i++) std::this_thread::sleep_for(100ms);
-  }
-  bool ok() const { return !dir_.empty(); }
-  int version() const { return version_; }
-  const std::string& dir() const { return dir_; }
-  bool add(pid_t pid) const { return static_cast<bool>(std::ofstream(dir_ + "/cgroup.procs") << pid << "\n"); }
-  uint64_t read(const std::string& v1, const std::string& v2) const {
-    return std::stoull(proc::read_file(dir_ + "/" + (version_ == 1 ? v1 : v2), 64).value_or("0"));
-  }
-  uint64_t usage() const { return read("memory.usage_in_bytes", "memory.current"); }
-  uint64_t limit() const { return read("memory.limit_in_bytes", "memory.max"); }
-  bool set_limit(uint64_t bytes) const {
-    return static_cast<bool>(std::ofstream(dir_ + "/" + (version_ == 1 ? "memory.limit_in_bytes" : "memory.max"))
-                             << bytes << "\n");
-  }
-
- private:
-  int version_ = 0;
-  std::string dir_;
-};
-
-}  // namespace
-
 TEST(Memory, CgroupLimitAndPeakMatchTheCgroupsOwnFiguresAndCloseIsAFinding) {
   REQUIRE_BPF();
   MemoryCgroup cg;

@@ -45,5 +45,7 @@ struct CaptureOptions {
 int run_capture(const CaptureOptions& options);
 
 int probe_main(int argc, char** argv);
+// `thptrace predict ...` (predict_cmd.cpp).
+int predict_main(int argc, char** argv);
 
 }  // namespace thptrace::cli

@@ -37,6 +37,7 @@ const char* kUsage =
     "[--latency-probe HZ]\n"
     "         (--pid, --redis or both: the process serving a TCP --redis is found from the kernel's socket tables)\n"
     "       thptrace probe [--json]\n"
+    "       thptrace predict --pid PID [--redis HOST:PORT] [--replicas N] [--reason R] [--seconds S] [--json PATH]\n"
     "       thptrace daemon [--config PATH] [--listen ADDR:PORT] [--redis HOST:PORT|unix:/PATH ...] [--pid PID ...]\n"
     "                [--discover] [--redis-tls ...]\n"
     "       thptrace loadgen ...        thptrace bench ...     (run by thptrace-bench, installed apart)\n"
@@ -170,6 +171,7 @@ int capture_main(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     if (argc >= 2 && std::strcmp(argv[1], "probe") == 0) return cli::probe_main(argc - 1, argv + 1);
+    if (argc >= 2 && std::strcmp(argv[1], "predict") == 0) return cli::predict_main(argc - 1, argv + 1);
     if (argc >= 2 && std::strcmp(argv[1], "daemon") == 0) return daemon::daemon_main(argc - 1, argv + 1);
     if (argc >= 2 && (std::strcmp(argv[1], "loadgen") == 0 || std::strcmp(argv[1], "bench") == 0)) exec_bench(argv);
     if (argc < 2) {

@@ -32,34 +32,6 @@ namespace {
 constexpr size_t kCopyCostPages = 4096;
 constexpr int kCopyCostRounds = 3;
 
-// The host pid of the server at --redis. The pid Redis reports is its pid in its own PID namespace
-// (1 in a container): the kernel's socket tables say which host process it is. given: --pid, 0 when
-// omitted.
-pid_t resolve_redis_target(const RedisSetup& redis, const std::string& user, pid_t given) {
-  // The socket tables read are TCP's: a unix socket's server is not looked up.
-  if (redis.address.is_unix()) {
-    if (!given)
-      throw FatalError(kExitUsage,
-                       fmt::format("--redis {} is a unix socket: give the server's --pid too.", redis.address.str()));
-    return given;
-  }
-  const auto found = redis::locate_server(
-      redis.address, redis::ConnectOptions{.user = user,
-                                           .password = redis.credentials.password,
-                                           .timeout = std::chrono::milliseconds(2000),
-                                           .tls = redis::tls_for(redis.credentials, redis.address)});
-  if (found.pid && given && found.pid != given)
-    throw FatalError(kExitUsage, fmt::format("--pid {} is not the server at {}: that is host pid {} ({}).", given,
-                                             redis.address.str(), found.pid, found.how));
-  if (found.pid) {
-    log::debug("{} is host pid {}: {}", redis.address.str(), found.pid, found.how);
-    return found.pid;
-  }
-  if (!given) throw FatalError(kExitUsage, "--redis " + redis.address.str() + " without --pid: " + found.error);
-  log::warn("cannot check that pid {} is the server at {}: {}", given, redis.address.str(), found.error);
-  return given;
-}
-
 int64_t realtime_ns() {
   timespec ts{};
   ::clock_gettime(CLOCK_REALTIME, &ts);

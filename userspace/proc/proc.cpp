@@ -58,6 +58,8 @@ std::optional<ProcessStatus> parse_status(std::string_view text) {
       to_number(value, st.ppid);
     } else if (key == "VmRSS") {
       kb_value(value, st.vm_rss_kb);
+    } else if (key == "VmPTE") {
+      kb_value(value, st.vm_pte_kb);
     } else if (key == "State") {
       st.exited = value.starts_with('Z') || value.starts_with('X');
     } else if (key == "THP_enabled") {

@@ -18,6 +18,7 @@ struct ProcessStatus {
   pid_t tgid = 0;
   pid_t ppid = 0;
   uint64_t vm_rss_kb = 0;
+  uint64_t vm_pte_kb = 0;  // the page tables a fork copies
   // "THP_enabled:" is 0 when the process opted out with prctl(PR_SET_THP_DISABLE) (Redis
   // disable-thp yes does that when the system mode is always). Absent before Linux 5.0.
   std::optional<bool> thp_enabled;

@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: Apache-2.0
+// thptrace predict's rules: each figure from the best method at hand (the soft-dirty rehearsal, the
+// server's last fork, the model), the rehearsal's curve read at the child's lifetime, and the verdict
+// against each limit; the pagemap count and the report's JSON keys.
+#include <gtest/gtest.h>
+
+#include <array>
+
+#include "forecast/forecast.h"
+#include "forecast/report.h"
+#include "proc/soft_dirty.h"
+
+using namespace thptrace;
+using forecast::Method;
+using forecast::Verdict;
+
+namespace {
+
+constexpr uint64_t kMiB = 1024 * 1024;
+
+forecast::Inputs redis_of_512_mib() {
+  forecast::Inputs in;
+  in.rss_bytes = 512 * kMiB;
+  in.anon_bytes = 500 * kMiB;
+  in.page_table_bytes = 1 * kMiB;
+  return in;
+}
+
+}  // namespace
+
+TEST(Forecast, ModelWithoutHistoryOrRehearsalLeavesCopiesUnknown) {
+  const auto p = forecast::predict(redis_of_512_mib(), correlate::Reason::bgsave);
+  EXPECT_EQ(p.fork_freeze_ms.method, Method::model);
+  EXPECT_DOUBLE_EQ(p.fork_freeze_ms.value, 15.0);  // 30 ms per GiB of RSS
+  EXPECT_LT(p.fork_freeze_ms.low, p.fork_freeze_ms.value);
+  EXPECT_GT(p.fork_freeze_ms.high, p.fork_freeze_ms.value);
+  EXPECT_EQ(p.child_lifetime_s.method, Method::model);
+  EXPECT_FALSE(p.copied_bytes);
+  EXPECT_FALSE(p.copied_unknown_why.empty());
+  EXPECT_FALSE(p.replica_buffer_peak_bytes);  // a BGSAVE feeds no replica
+  EXPECT_TRUE(p.limits.empty());
+  EXPECT_EQ(p.verdict, Verdict::fits);
+}
+
+TEST(Forecast, HistoryIsTheServersLastFork) {
+  auto in = redis_of_512_mib();
+  in.last_fork_usec = 9400;
+  in.last_rdb_cow_bytes = 63 * kMiB;
+  in.last_rdb_seconds = 1;
+  const auto p = forecast::predict(in, correlate::Reason::bgsave);
+  EXPECT_EQ(p.fork_freeze_ms.method, Method::history);
+  EXPECT_DOUBLE_EQ(p.fork_freeze_ms.value, 9.4);
+  EXPECT_DOUBLE_EQ(p.fork_freeze_ms.low, 4.7);  // ±50%, at least ±2 ms
+  EXPECT_DOUBLE_EQ(p.fork_freeze_ms.high, 14.1);
+  EXPECT_DOUBLE_EQ(p.child_lifetime_s.low, 1.0);  // whole seconds: between 1 and 2
+  EXPECT_DOUBLE_EQ(p.child_lifetime_s.high, 2.0);
+  ASSERT_TRUE(p.copied_bytes);
+  EXPECT_EQ(p.copied_bytes->method, Method::history);
+  EXPECT_DOUBLE_EQ(p.copied_bytes->value, 63.0 * kMiB);
+  EXPECT_EQ(p.method, Method::history);
+  // A fork of a millisecond keeps a range of ±2 ms.
+  in.last_fork_usec = 1000;
+  const auto small = forecast::predict(in, correlate::Reason::bgsave);
+  EXPECT_DOUBLE_EQ(small.fork_freeze_ms.low, 0);
+  EXPECT_DOUBLE_EQ(small.fork_freeze_ms.high, 3);
+}
+
+TEST(Forecast, RehearsalCurveReadAtTheLifetimeAndExtendedPastItsEnd) {
+  const std::vector<std::pair<double, uint64_t>> curve = {{1, 1000}, {2, 1500}, {3, 1800}, {4, 2000}};
+  EXPECT_DOUBLE_EQ(forecast::dirty_pages_at(curve, 0.5, 1'000'000), 500);  // from (0, 0)
+  EXPECT_DOUBLE_EQ(forecast::dirty_pages_at(curve, 2.5, 1'000'000), 1650);
+  // Past the end at the rate of its last half (2 s -> 4 s: 250 pages a second), capped at every page.
+  EXPECT_DOUBLE_EQ(forecast::dirty_pages_at(curve, 6, 1'000'000), 2500);
+  EXPECT_DOUBLE_EQ(forecast::dirty_pages_at(curve, 60, 5000), 5000);
+  EXPECT_DOUBLE_EQ(forecast::dirty_pages_at({}, 3, 5000), 0);
+
+  auto in = redis_of_512_mib();
+  in.last_rdb_cow_bytes = 63 * kMiB;  // the rehearsal wins over the history
+  in.last_rdb_seconds = 2;
+  in.dirty_curve = curve;
+  const auto p = forecast::predict(in, correlate::Reason::bgsave);
+  ASSERT_TRUE(p.copied_bytes);
+  EXPECT_EQ(p.copied_bytes->method, Method::soft_dirty);
+  EXPECT_EQ(p.method, Method::soft_dirty);
+  EXPECT_DOUBLE_EQ(p.copied_bytes->value, 1650.0 * 4096);  // at 2.5 s
+  EXPECT_DOUBLE_EQ(p.copied_bytes->low, 1500.0 * 4096);    // at 2 s
+  EXPECT_DOUBLE_EQ(p.copied_bytes->high, 1800.0 * 4096);   // at 3 s
+}
+
+TEST(Forecast, FullSyncVerdictAgainstTheCgroupAndTheOutputBufferLimit) {
+  auto in = redis_of_512_mib();
+  in.last_fork_usec = 9400;
+  in.last_rdb_cow_bytes = 64 * kMiB;
+  in.last_rdb_seconds = 4;           // 4.5 s: a sync of about 9 s
+  in.repl_bytes_per_s = 4.0 * kMiB;  // 36 MiB of stream over it
+  in.replica_hard_bytes = 256 * kMiB;
+  in.replica_soft_bytes = 64 * kMiB;
+  in.replica_soft_seconds = 60;  // longer than the sync: not a limit here
+  in.cgroup_limit_bytes = 1024 * kMiB;
+  in.mem_available_bytes = 4096 * kMiB;
+  auto p = forecast::predict(in, correlate::Reason::full_sync_disk);
+  ASSERT_TRUE(p.replica_buffer_peak_bytes);
+  EXPECT_DOUBLE_EQ(p.replica_buffer_peak_bytes->value, 4.0 * kMiB * 4.5 * 2);
+  EXPECT_EQ(p.limits.size(), 3u);  // cgroup, MemAvailable, hard
+  EXPECT_EQ(p.verdict, Verdict::fits);
+  EXPECT_TRUE(p.first_limit.empty());
+  EXPECT_FALSE(p.max_replicas);  // one shared buffer: the number of replicas does not change the need
+
+  // The cgroup below what RSS, copies and buffer need: the verdict names it.
+  in.cgroup_limit_bytes = 600 * kMiB;
+  p = forecast::predict(in, correlate::Reason::full_sync_disk);
+  EXPECT_EQ(p.verdict, Verdict::will_exceed);
+  EXPECT_EQ(p.first_limit, "memory cgroup limit");
+  // Just above the need: tight.
+  in.cgroup_limit_bytes = 620 * kMiB;
+  p = forecast::predict(in, correlate::Reason::full_sync_disk);
+  EXPECT_EQ(p.verdict, Verdict::tight);
+
+  // Redis 6: a buffer per replica, and how many fit.
+  in.cgroup_limit_bytes = 1024 * kMiB;
+  in.shared_replication_buffer = false;
+  in.replicas = 4;
+  p = forecast::predict(in, correlate::Reason::full_sync_disk);
+  ASSERT_TRUE(p.max_replicas);
+  EXPECT_EQ(*p.max_replicas, 12u);  // (1024 - 512 - 64) MiB / 36 MiB
+  EXPECT_DOUBLE_EQ(p.peak_extra_memory_bytes->value, 64.0 * kMiB + 4 * 36.0 * kMiB);
+
+  // A slow replica stream past the hard limit drops it.
+  in.repl_bytes_per_s = 40.0 * kMiB;
+  p = forecast::predict(in, correlate::Reason::full_sync_disk);
+  EXPECT_EQ(p.verdict, Verdict::will_exceed);
+}
+
+TEST(Forecast, SoftDirtyCountsOnlyBackedPages) {
+  constexpr uint64_t soft = 1ull << 55, present = 1ull << 63, swapped = 1ull << 62;
+  const std::array<uint64_t, 5> e = {present | soft, present, swapped | soft, soft, present | soft | 1234};
+  EXPECT_EQ(proc::count_soft_dirty(e), 3u);
+}
+
+TEST(Forecast, ReportKeysAndText) {
+  forecast::PredictReport r;
+  r.version = "0.1.0";
+  r.pid = 42;
+  r.comm = std::string("redis-server\xff", 13);
+  r.inputs = redis_of_512_mib();
+  r.inputs.last_fork_usec = 9400;
+  r.rehearsal.why_not = "this kernel does not track soft-dirty pages (no CONFIG_MEM_SOFT_DIRTY)";
+  r.prediction = forecast::predict(r.inputs, correlate::Reason::bgsave);
+  const auto j = forecast::to_json(r);
+  const auto& p = j.at("predicted");
+  EXPECT_DOUBLE_EQ(p.at("fork_freeze_ms").at("value").get<double>(), 9.4);
+  EXPECT_EQ(p.at("fork_freeze_ms").at("method"), "history");
+  EXPECT_TRUE(p.at("copied_bytes").is_null());
+  EXPECT_TRUE(p.at("child_lifetime_s").is_object());
+  EXPECT_EQ(p.at("method"), "model");
+  EXPECT_EQ(p.at("verdict"), "fits");
+  EXPECT_FALSE(j.at("rehearsal").at("run").get<bool>());
+  EXPECT_NO_THROW((void)j.dump());  // the process name's byte is made valid
+  const auto text = forecast::to_text(r);
+  EXPECT_NE(text.find("fork freeze"), std::string::npos) << text;
+  EXPECT_NE(text.find("not run: this kernel does not track"), std::string::npos) << text;
+  EXPECT_NE(text.find("verdict: fits"), std::string::npos) << text;
+}

@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "forecast/forecast.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace thptrace::forecast {
+namespace {
+
+constexpr double kPage = 4096;
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+constexpr double kMiB = 1024.0 * 1024;
+
+// The model's rates (docs/guide/predict.md): a fork's freeze per GiB of RSS and a child's save rate
+// per GiB of RSS, as forks of Redis measured them on hosts of this project's kind (21-41 ms per GiB;
+// 0.3 GiB saved in 1.1 s), each with a range wide enough for other hosts.
+constexpr double kFreezeMsPerGiB = 30, kFreezeMsPerGiBLow = 15, kFreezeMsPerGiBHigh = 60;
+constexpr double kSaveGiBPerS = 0.3, kSaveGiBPerSLow = 0.1, kSaveGiBPerSHigh = 0.6;
+// A full sync's replication buffer grows from the fork until the replica reads its stream: the
+// child's life plus the transfer and the replica's load, about as long again.
+constexpr double kSyncLives = 2, kSyncLivesLow = 1, kSyncLivesHigh = 3;
+// A need this close to its limit (or whose range reaches past it) is tight.
+constexpr double kTight = 0.9;
+
+Figure freeze_of(const Inputs& in) {
+  if (in.last_fork_usec && *in.last_fork_usec > 0) {
+    const double ms = *in.last_fork_usec / 1e3;
+    // The same process forks in about the same time while its size holds; the test's tolerance too.
+    return {ms, std::max(0.0, std::min(ms * 0.5, ms - 2)), std::max(ms * 1.5, ms + 2), Method::history,
+            "latest_fork_usec of the last fork"};
+  }
+  const double gib = static_cast<double>(in.rss_bytes) / kGiB;
+  return {gib * kFreezeMsPerGiB, gib * kFreezeMsPerGiBLow, gib * kFreezeMsPerGiBHigh, Method::model,
+          fmt::format("{:.0f} ms per GiB of RSS ({:.0f}-{:.0f})", kFreezeMsPerGiB, kFreezeMsPerGiBLow,
+                      kFreezeMsPerGiBHigh)};
+}
+
+Figure lifetime_of(const Inputs& in) {
+  if (in.last_rdb_seconds && *in.last_rdb_seconds >= 0) {
+    // Whole seconds: the save took between s and s + 1.
+    const double s = *in.last_rdb_seconds;
+    return {s + 0.5, s, s + 1, Method::history, "rdb_last_bgsave_time_sec of the last save"};
+  }
+  const double gib = static_cast<double>(in.rss_bytes) / kGiB;
+  return {
+      gib / kSaveGiBPerS, gib / kSaveGiBPerSHigh, gib / kSaveGiBPerSLow, Method::model,
+      fmt::format("{:.1f} GiB of RSS saved a second ({:.1f}-{:.1f})", kSaveGiBPerS, kSaveGiBPerSLow, kSaveGiBPerSHigh)};
+}
+
+Figure sum(const Figure& a, const Figure& b, double b_times, const std::string& basis) {
+  return {a.value + b.value * b_times, a.low + b.low * b_times, a.high + b.high * b_times, a.method, basis};
+}
+
+LimitCheck check(std::string name, uint64_t limit, Figure need) {
+  LimitCheck c{std::move(name), limit, std::move(need), Verdict::fits};
+  const auto l = static_cast<double>(limit);
+  if (c.need.value > l)
+    c.verdict = Verdict::will_exceed;
+  else if (c.need.high > l || c.need.value > kTight * l)
+    c.verdict = Verdict::tight;
+  return c;
+}
+
+bool full_sync(correlate::Reason r) {
+  return r == correlate::Reason::full_sync_disk || r == correlate::Reason::full_sync_diskless;
+}
+
+}  // namespace
+
+const char* method_name(Method m) {
+  switch (m) {
+    case Method::soft_dirty: return "soft_dirty";
+    case Method::history: return "history";
+    case Method::model: return "model";
+  }
+  return "model";
+}
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::fits: return "fits";
+    case Verdict::tight: return "tight";
+    case Verdict::will_exceed: return "will_exceed";
+  }
+  return "fits";
+}
+
+double dirty_pages_at(const std::vector<std::pair<double, uint64_t>>& curve, double t, uint64_t max_pages) {
+  if (curve.empty() || t <= 0) return 0;
+  double at = 0;
+  double prev_t = 0, prev_p = 0;
+  bool inside = false;
+  for (const auto& [ct, cp] : curve) {
+    const auto p = static_cast<double>(cp);
+    if (t <= ct) {
+      at = ct > prev_t ? prev_p + (p - prev_p) * (t - prev_t) / (ct - prev_t) : p;
+      inside = true;
+      break;
+    }
+    prev_t = ct;
+    prev_p = p;
+  }
+  if (!inside) {
+    // Past the rehearsal: its last half's rate goes on (a write set still growing), capped at every page.
+    const double last_t = curve.back().first;
+    const auto last_p = static_cast<double>(curve.back().second);
+    const auto mid = std::find_if(curve.begin(), curve.end(), [&](const auto& x) { return x.first >= last_t / 2; });
+    double rate = last_t > 0 ? last_p / last_t : 0;
+    if (mid != curve.end() && mid->first < last_t)
+      rate = (last_p - static_cast<double>(mid->second)) / (last_t - mid->first);
+    at = last_p + std::max(0.0, rate) * (t - last_t);
+  }
+  return std::min(at, static_cast<double>(max_pages));
+}
+
+Prediction predict(const Inputs& in, correlate::Reason reason) {
+  Prediction p;
+  p.reason = reason;
+  p.fork_freeze_ms = freeze_of(in);
+  p.child_lifetime_s = lifetime_of(in);
+  const auto max_pages = static_cast<uint64_t>(static_cast<double>(in.anon_bytes) / kPage);
+  if (!in.dirty_curve.empty()) {
+    const auto& l = p.child_lifetime_s;
+    p.copied_bytes = Figure{dirty_pages_at(in.dirty_curve, l.value, max_pages) * kPage,
+                            dirty_pages_at(in.dirty_curve, l.low, max_pages) * kPage,
+                            dirty_pages_at(in.dirty_curve, l.high, max_pages) * kPage, Method::soft_dirty,
+                            fmt::format("pages written over {:.1f} s of rehearsal, read at the child's lifetime",
+                                        in.dirty_curve.back().first)};
+  } else if (in.last_rdb_cow_bytes) {
+    const auto b = static_cast<double>(*in.last_rdb_cow_bytes);
+    p.copied_bytes = Figure{b, b * 0.75, b * 1.25, Method::history, "rdb_last_cow_size of the last save"};
+  } else {
+    p.copied_unknown_why = "no soft-dirty rehearsal, and Redis has not saved since it started";
+  }
+  p.method = p.copied_bytes ? p.copied_bytes->method : Method::model;
+
+  Figure extra = p.copied_bytes ? *p.copied_bytes : Figure{0, 0, 0, Method::model, ""};
+  const unsigned buffers = full_sync(reason) ? (in.shared_replication_buffer ? 1 : std::max(1u, in.replicas)) : 0;
+  if (full_sync(reason)) {
+    const auto& l = p.child_lifetime_s;
+    const double r = in.repl_bytes_per_s;
+    p.replica_buffer_peak_bytes = Figure{
+        r * l.value * kSyncLives, r * l.low * kSyncLivesLow, r * l.high * kSyncLivesHigh, Method::model,
+        fmt::format("{:.2f} MiB/s written ({}), for {:.0f} child lifetimes", r / kMiB, in.repl_rate_basis, kSyncLives)};
+    extra = sum(extra, *p.replica_buffer_peak_bytes, buffers, "");
+  }
+  extra.basis = buffers > 1 ? fmt::format("copies and {} replicas' output buffers", buffers)
+                            : (buffers ? "copies and the replication buffer" : "copies");
+  p.peak_extra_memory_bytes = extra;
+
+  const Figure base{static_cast<double>(in.rss_bytes), static_cast<double>(in.rss_bytes),
+                    static_cast<double>(in.rss_bytes), extra.method, ""};
+  if (in.cgroup_limit_bytes)
+    p.limits.push_back(check("memory cgroup limit", *in.cgroup_limit_bytes,
+                             sum(base, extra, 1, "the process's RSS, its copies and replication buffers")));
+  if (in.mem_available_bytes) p.limits.push_back(check("host MemAvailable", *in.mem_available_bytes, extra));
+  if (p.replica_buffer_peak_bytes) {
+    if (in.replica_hard_bytes)
+      p.limits.push_back(
+          check("client-output-buffer-limit replica (hard)", in.replica_hard_bytes, *p.replica_buffer_peak_bytes));
+    // The soft limit drops a replica only when its buffer stays above it for soft_seconds.
+    const double over_for = p.child_lifetime_s.value * kSyncLives;
+    if (in.replica_soft_bytes && static_cast<double>(in.replica_soft_seconds) < over_for)
+      p.limits.push_back(check(fmt::format("client-output-buffer-limit replica (soft, {} s)", in.replica_soft_seconds),
+                               in.replica_soft_bytes, *p.replica_buffer_peak_bytes));
+  }
+  // The verdict is the worst limit's; its name, the one with the least room left.
+  double least_room = INFINITY;
+  for (const auto& c : p.limits) {
+    const double room = static_cast<double>(c.limit_bytes) - c.need.value;
+    if (c.verdict > p.verdict || (c.verdict == p.verdict && c.verdict != Verdict::fits && room < least_room)) {
+      p.verdict = c.verdict;
+      p.first_limit = c.name;
+      least_room = room;
+    }
+  }
+  if (full_sync(reason) && !in.shared_replication_buffer && p.replica_buffer_peak_bytes &&
+      p.replica_buffer_peak_bytes->value > 0) {
+    // Memory limits: how many replicas' buffers fit beside the process and its copies.
+    const double copies = p.copied_bytes ? p.copied_bytes->value : 0;
+    double room = INFINITY;
+    if (in.cgroup_limit_bytes)
+      room = std::min(room, static_cast<double>(*in.cgroup_limit_bytes) - static_cast<double>(in.rss_bytes) - copies);
+    if (in.mem_available_bytes) room = std::min(room, static_cast<double>(*in.mem_available_bytes) - copies);
+    if (std::isfinite(room))
+      p.max_replicas = static_cast<unsigned>(std::max(0.0, std::floor(room / p.replica_buffer_peak_bytes->value)));
+  }
+  return p;
+}
+
+}  // namespace thptrace::forecast

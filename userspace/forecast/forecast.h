@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// What the next fork of a Redis will cost, before it happens (`thptrace predict`): its freeze, its
+// child's lifetime, the pages the parent will copy over that life, the replicas' output buffers, the
+// memory all of it needs at its peak, and whether each limit holds. Pure: the measurements come in
+// (forecast::Inputs), the prediction goes out, so every rule is unit-tested.
+//
+// Each figure is a value with a range and the method it came from:
+//   soft_dirty  the pages the process wrote after its soft-dirty bits were cleared, counted over time
+//               (proc/soft_dirty.h): the copies a fork made at that moment would have taken;
+//   history     the server's own figures of its last fork (INFO latest_fork_usec, rdb_last_cow_size,
+//               rdb_last_bgsave_time_sec): the next fork of the same process under the same load;
+//   model       a rate measured on hosts of this kind, applied to this process's size, with a wide
+//               range: what is left when neither of the others is known.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "correlate/episode.h"
+
+namespace thptrace::forecast {
+
+enum class Method { soft_dirty, history, model };
+const char* method_name(Method m);
+
+struct Figure {
+  double value = 0, low = 0, high = 0;
+  Method method = Method::model;
+  std::string basis;  // what it rests on, in a few words
+};
+
+struct Inputs {
+  uint64_t rss_bytes = 0;
+  uint64_t anon_bytes = 0;  // what a fork can copy at most
+  uint64_t page_table_bytes = 0;
+  // The server's last fork (INFO): nullopt when it has not forked, or the figure is not known.
+  std::optional<double> last_fork_usec;
+  std::optional<uint64_t> last_rdb_cow_bytes;
+  std::optional<double> last_rdb_seconds;  // rdb_last_bgsave_time_sec: whole seconds
+  // Bytes a second written into the replication stream over the measurement (master_repl_offset).
+  double repl_bytes_per_s = 0;
+  std::string repl_rate_basis = "unknown";  // the INFO field it came from
+  // client-output-buffer-limit replica; 0 = no such limit.
+  uint64_t replica_hard_bytes = 0, replica_soft_bytes = 0, replica_soft_seconds = 0;
+  // Redis >= 7.0 keeps one replication buffer that all replicas share; before, one per replica.
+  bool shared_replication_buffer = true;
+  std::optional<uint64_t> cgroup_limit_bytes;  // the memory cgroup's limit
+  std::optional<uint64_t> cgroup_usage_bytes;  // its usage now (page cache included)
+  std::optional<uint64_t> mem_available_bytes;
+  // The soft-dirty rehearsal: pages written since the clear, at seconds after it (in time order).
+  std::vector<std::pair<double, uint64_t>> dirty_curve;
+  unsigned replicas = 1;
+};
+
+enum class Verdict { fits, tight, will_exceed };
+const char* verdict_name(Verdict v);
+
+struct LimitCheck {
+  std::string name;  // "cgroup memory.limit", "host MemAvailable", "client-output-buffer-limit replica (hard)", ...
+  uint64_t limit_bytes = 0;
+  Figure need;  // what the fork asks of it
+  Verdict verdict = Verdict::fits;
+};
+
+struct Prediction {
+  correlate::Reason reason = correlate::Reason::bgsave;
+  Figure fork_freeze_ms, child_lifetime_s;
+  std::optional<Figure> copied_bytes;               // nullopt: neither rehearsed nor in the history
+  std::string copied_unknown_why;                   // when copied_bytes is nullopt
+  std::optional<Figure> replica_buffer_peak_bytes;  // full syncs only, per replica
+  std::optional<Figure> peak_extra_memory_bytes;    // copies plus replication buffers
+  std::vector<LimitCheck> limits;
+  Verdict verdict = Verdict::fits;
+  std::string first_limit;  // the limit that breaks (or is tightest); "" if none
+  // The most replicas syncing at once that the memory limits allow; nullopt when their number does not
+  // change the need (a shared replication buffer, or a BGSAVE).
+  std::optional<unsigned> max_replicas;
+  Method method = Method::model;  // the method of the copies, the figure the verdict rests on most
+};
+
+// The figures of the next fork of that reason (bgsave, full_sync_disk, full_sync_diskless).
+Prediction predict(const Inputs& in, correlate::Reason reason);
+
+// The rehearsal's curve read at t seconds: interpolated inside it, extended past its end at the rate
+// of its last half (never beyond anon_bytes / 4096 pages). Pages.
+double dirty_pages_at(const std::vector<std::pair<double, uint64_t>>& curve, double t, uint64_t max_pages);
+
+}  // namespace thptrace::forecast

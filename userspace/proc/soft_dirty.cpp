@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "proc/soft_dirty.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "proc/foreign_file.h"
+#include "proc/maps.h"
+#include "proc/proc.h"
+
+namespace thptrace::proc {
+namespace {
+
+// pagemap entry bits (Documentation/admin-guide/mm/pagemap.rst).
+constexpr uint64_t kSoftDirty = 1ull << 55;
+constexpr uint64_t kSwapped = 1ull << 62;
+constexpr uint64_t kPresent = 1ull << 63;
+// Entries read per pread: 512 KiB of pagemap for 256 MiB of address space.
+constexpr size_t kChunkEntries = 64 * 1024;
+// /proc/PID/maps of a large process: bounded like every file thptrace reads.
+constexpr size_t kMaxMaps = 16 << 20;
+
+uint64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+bool write_clear_refs(const std::string& path, std::string* why) {
+  FileFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    *why = "cannot open " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  if (::write(fd.get(), "4", 1) != 1) {
+    *why = "cannot write 4 to " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+std::optional<uint64_t> pagemap_entry(int fd, uint64_t address) {
+  uint64_t e = 0;
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  if (::pread(fd, &e, sizeof e, static_cast<off_t>(address / page * sizeof e)) != sizeof e) return std::nullopt;
+  return e;
+}
+
+}  // namespace
+
+uint64_t count_soft_dirty(std::span<const uint64_t> entries) {
+  uint64_t n = 0;
+  for (const uint64_t e : entries)
+    if ((e & kSoftDirty) && (e & (kPresent | kSwapped))) ++n;
+  return n;
+}
+
+bool soft_dirty_supported(std::string* why) {
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  void* m = ::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) {
+    *why = std::string("cannot map a test page: ") + std::strerror(errno);
+    return false;
+  }
+  auto* byte = static_cast<volatile char*>(m);
+  const auto address = reinterpret_cast<uint64_t>(m);
+  bool ok = false;
+  *byte = 1;
+  FileFd pagemap(::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
+  if (pagemap.get() < 0) {
+    *why = std::string("cannot open /proc/self/pagemap: ") + std::strerror(errno);
+  } else if (write_clear_refs("/proc/self/clear_refs", why)) {
+    const auto cleared = pagemap_entry(pagemap.get(), address);
+    *byte = 2;
+    const auto written = pagemap_entry(pagemap.get(), address);
+    if (!cleared || !written)
+      *why = "cannot read /proc/self/pagemap";
+    else if (*cleared & kSoftDirty)
+      *why = "clear_refs did not clear the soft-dirty bit";
+    else if (!(*written & kSoftDirty))
+      *why = "this kernel does not track soft-dirty pages (no CONFIG_MEM_SOFT_DIRTY)";
+    else
+      ok = true;
+  }
+  ::munmap(m, page);
+  return ok;
+}
+
+std::optional<uint64_t> clear_soft_dirty(pid_t pid, std::string* why) {
+  const uint64_t start = now_ns();
+  if (!write_clear_refs("/proc/" + std::to_string(pid) + "/clear_refs", why)) return std::nullopt;
+  return now_ns() - start;
+}
+
+namespace {
+
+// A mapping this large that turns soft-dirty whole between two counts, having been under half so, was
+// marked as a whole (VM_SOFTDIRTY), not written page by page in a quarter of a second.
+constexpr uint64_t kWholeMappingPages = 256;
+
+// The private writable mappings of pid: what a fork copies on write.
+std::optional<std::vector<Mapping>> writable_private(pid_t pid, std::string* why) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/maps";
+  const auto maps = read_file(path, kMaxMaps);
+  if (!maps) {
+    *why = "cannot read " + path;
+    return std::nullopt;
+  }
+  std::vector<Mapping> out;
+  for (auto& m : parse_maps(*maps))
+    if (m.perms.size() >= 4 && m.perms[1] == 'w' && m.perms[3] == 'p' && m.end > m.start) out.push_back(std::move(m));
+  return out;
+}
+
+}  // namespace
+
+std::optional<SoftDirtyCounter> SoftDirtyCounter::after_clear(pid_t pid, std::string* why) {
+  const auto maps = writable_private(pid, why);
+  if (!maps) return std::nullopt;
+  std::vector<Range> ranges;
+  for (const auto& m : *maps) ranges.push_back({m.start, m.end, 0, false});
+  return SoftDirtyCounter(pid, std::move(ranges));
+}
+
+std::optional<uint64_t> SoftDirtyCounter::count(std::string* why) {
+  const auto maps = writable_private(pid_, why);
+  if (!maps) return std::nullopt;
+  const std::string path = "/proc/" + std::to_string(pid_) + "/pagemap";
+  FileFd pagemap(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (pagemap.get() < 0) {
+    *why = "cannot open " + path + ": " + std::strerror(errno);
+    return std::nullopt;
+  }
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<uint64_t> buf(kChunkEntries);
+  uint64_t total = 0;
+  for (auto& r : ranges_) {
+    uint64_t dirty = 0, backed = 0;
+    // The parts of the clear's range still mapped private and writable.
+    for (const auto& m : *maps) {
+      const uint64_t from = std::max(m.start, r.start), to = std::min(m.end, r.end);
+      for (uint64_t at = from; at < to;) {
+        const uint64_t n = std::min<uint64_t>((to - at) / page, kChunkEntries);
+        if (n == 0) break;
+        const auto got = ::pread(pagemap.get(), buf.data(), n * sizeof(uint64_t), static_cast<off_t>(at / page * 8));
+        if (got <= 0) break;  // the mapping went away meanwhile
+        const auto entries = static_cast<size_t>(got) / sizeof(uint64_t);
+        const std::span<const uint64_t> read(buf.data(), entries);
+        dirty += count_soft_dirty(read);
+        for (const uint64_t e : read) backed += (e & (kPresent | kSwapped)) ? 1 : 0;
+        at += entries * page;
+      }
+    }
+    if (!r.held && backed >= kWholeMappingPages && dirty == backed && r.last * 2 < backed) {
+      r.held = true;
+      held_ += fmt::format("{}{:x}-{:x} ({} pages)", held_.empty() ? "" : ", ", r.start, r.end, backed);
+    }
+    if (!r.held) r.last = dirty;
+    total += r.last;
+  }
+  return total;
+}
+
+}  // namespace thptrace::proc
