@@ -114,11 +114,12 @@ TEST(Predict, NextBgsaveFromTheServersLastOneAndTheCgroupVerdict) {
   nlohmann::json prediction, fork;
   {
     WriteLoad load(r, "key:", 1000000);
-    // The capture watches every save, so the history and the fork predicted run alike (a capture's
-    // sampling lengthens a child's life a little, and the copies with it).
+    // The capture watches every save, so the history and the fork predicted run alike; it only
+    // counts (no copy sampling, no latency probe), so that it takes as little CPU from the saves as it
+    // can (with a sanitizer, sampling and unwinding copies lengthened a child's life, and its copies).
     const std::string dir = make_temp_dir("thptrace-predict-");
-    Process tracer(
-        {thptrace_bin(), "--pid", std::to_string(r.pid()), "--redis", r.address(), "--json", dir + "/report.json"});
+    Process tracer({thptrace_bin(), "--pid", std::to_string(r.pid()), "--redis", r.address(), "--sample-copies", "0",
+                    "--latency-probe", "0", "--json", dir + "/report.json"});
     ASSERT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
     const auto bgsave = [&] {
       std::this_thread::sleep_for(1s);

@@ -6,7 +6,6 @@
 // (its last fork's figures, the replication stream's rate, the replica output buffer limit) and, where
 // the kernel tracks soft-dirty pages, a rehearsal of the fork's copies (proc/soft_dirty.h).
 #include <fmt/core.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +27,7 @@
 #include "forecast/report.h"
 #include "proc/cgroup.h"
 #include "proc/proc.h"
+#include "proc/sampler.h"
 #include "proc/soft_dirty.h"
 #include "redis/client.h"
 #include "redis/parse.h"
@@ -52,11 +52,7 @@ struct PredictOptions {
   bool help = false;
 };
 
-double monotonic_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
+double monotonic_s() { return static_cast<double>(proc::monotonic_ns()) / 1e9; }
 
 // A non-negative figure of INFO; nullopt when absent, unparsable or negative (-1: none yet).
 std::optional<int64_t> info_count(const redis::InfoMap& info, const std::string& key) {

@@ -7,7 +7,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <vector>
 
 #include <fmt/core.h>
@@ -15,6 +14,7 @@
 #include "proc/foreign_file.h"
 #include "proc/maps.h"
 #include "proc/proc.h"
+#include "proc/sampler.h"
 
 namespace thptrace::proc {
 namespace {
@@ -27,12 +27,6 @@ constexpr uint64_t kPresent = 1ull << 63;
 constexpr size_t kChunkEntries = 64 * 1024;
 // /proc/PID/maps of a large process: bounded like every file thptrace reads.
 constexpr size_t kMaxMaps = 16 << 20;
-
-uint64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 bool write_clear_refs(const std::string& path, std::string* why) {
   FileFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
@@ -52,6 +46,24 @@ std::optional<uint64_t> pagemap_entry(int fd, uint64_t address) {
   const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   if (::pread(fd, &e, sizeof e, static_cast<off_t>(address / page * sizeof e)) != sizeof e) return std::nullopt;
   return e;
+}
+
+// A mapping this large that turns soft-dirty whole between two counts, having been under half so, was
+// marked as a whole (VM_SOFTDIRTY), not written page by page in a quarter of a second.
+constexpr uint64_t kWholeMappingPages = 256;
+
+// The private writable mappings of pid: what a fork copies on write.
+std::optional<std::vector<Mapping>> writable_private(pid_t pid, std::string* why) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/maps";
+  const auto maps = read_file(path, kMaxMaps);
+  if (!maps) {
+    *why = "cannot read " + path;
+    return std::nullopt;
+  }
+  std::vector<Mapping> out;
+  for (auto& m : parse_maps(*maps))
+    if (m.perms.size() >= 4 && m.perms[1] == 'w' && m.perms[3] == 'p' && m.end > m.start) out.push_back(std::move(m));
+  return out;
 }
 
 }  // namespace
@@ -95,32 +107,10 @@ bool soft_dirty_supported(std::string* why) {
 }
 
 std::optional<uint64_t> clear_soft_dirty(pid_t pid, std::string* why) {
-  const uint64_t start = now_ns();
+  const uint64_t start = monotonic_ns();
   if (!write_clear_refs("/proc/" + std::to_string(pid) + "/clear_refs", why)) return std::nullopt;
-  return now_ns() - start;
+  return monotonic_ns() - start;
 }
-
-namespace {
-
-// A mapping this large that turns soft-dirty whole between two counts, having been under half so, was
-// marked as a whole (VM_SOFTDIRTY), not written page by page in a quarter of a second.
-constexpr uint64_t kWholeMappingPages = 256;
-
-// The private writable mappings of pid: what a fork copies on write.
-std::optional<std::vector<Mapping>> writable_private(pid_t pid, std::string* why) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/maps";
-  const auto maps = read_file(path, kMaxMaps);
-  if (!maps) {
-    *why = "cannot read " + path;
-    return std::nullopt;
-  }
-  std::vector<Mapping> out;
-  for (auto& m : parse_maps(*maps))
-    if (m.perms.size() >= 4 && m.perms[1] == 'w' && m.perms[3] == 'p' && m.end > m.start) out.push_back(std::move(m));
-  return out;
-}
-
-}  // namespace
 
 std::optional<SoftDirtyCounter> SoftDirtyCounter::after_clear(pid_t pid, std::string* why) {
   const auto maps = writable_private(pid, why);
