@@ -196,6 +196,7 @@ std::string read_server(redis::Client& client, const redis::InfoMap& info, const
       in.replica_soft_bytes = l->soft_bytes;
       in.replica_soft_seconds = l->soft_seconds;
     }
+  in.server_answered = true;
   in.shared_replication_buffer = shared_replication_buffer(x.version);
   // A server that has forked: its last fork is this process's history.
   if (x.latest_fork_usec && *x.latest_fork_usec > 0) in.last_fork_usec = static_cast<double>(*x.latest_fork_usec);

@@ -132,7 +132,8 @@ Prediction predict(const Inputs& in, correlate::Reason reason) {
     const auto b = static_cast<double>(*in.last_rdb_cow_bytes);
     p.copied_bytes = Figure{b, b * 0.75, b * 1.25, Method::history, "rdb_last_cow_size of the last save"};
   } else {
-    p.copied_unknown_why = "no soft-dirty rehearsal, and Redis has not saved since it started";
+    p.copied_unknown_why = in.server_answered ? "no soft-dirty rehearsal, and Redis has not saved since it started"
+                                              : "no soft-dirty rehearsal, and no Redis (--redis) to tell its last save";
   }
   p.method = p.copied_bytes ? p.copied_bytes->method : Method::model;
 

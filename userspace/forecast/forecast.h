@@ -36,6 +36,7 @@ struct Inputs {
   uint64_t rss_bytes = 0;
   uint64_t anon_bytes = 0;  // what a fork can copy at most
   uint64_t page_table_bytes = 0;
+  bool server_answered = false;  // Redis answered INFO (--redis)
   // The server's last fork (INFO): nullopt when it has not forked, or the figure is not known.
   std::optional<double> last_fork_usec;
   std::optional<uint64_t> last_rdb_cow_bytes;
