@@ -79,11 +79,7 @@ int capture_main(int argc, char** argv) {
       "the process lack (off: DEBUGINFOD_URLS is ignored)")("verbose,v", "print libbpf's messages and debug lines");
   add_redis_connection_options(desc);
   po::variables_map vm;
-  const auto parse = [&desc](int n, const char* const* args, po::variables_map& out, bool /*safe*/) {
-    po::store(po::command_line_parser(n, args).options(desc).run(), out);
-    po::notify(out);
-  };
-  if (const auto error = parse_command_line(parse, argc, argv, vm))
+  if (const auto error = parse_options(desc, argc, argv, vm))
     throw FatalError(kExitUsage, *error + " (see thptrace --help).");
   if (vm.count("help")) {
     std::cout << kUsage << "\n" << desc << "\n";

@@ -66,7 +66,7 @@ bool shared_replication_buffer(const std::string& version) {
   return std::sscanf(version.c_str(), "%d", &major) == 1 && major >= 7;
 }
 
-PredictOptions parse_options(int argc, char** argv) {
+PredictOptions read_predict_options(int argc, char** argv) {
   po::options_description desc("thptrace predict: what the next fork of a Redis would cost, measured without forking");
   desc.add_options()("help,h", "show this help")("pid,p", po::value<int>(),
                                                  "the Redis process (default: the server at --redis)")(
@@ -83,11 +83,7 @@ PredictOptions parse_options(int argc, char** argv) {
       "verbose,v", "print debug lines");
   add_redis_connection_options(desc);
   po::variables_map vm;
-  const auto parse = [&desc](int n, const char* const* args, po::variables_map& out, bool /*safe*/) {
-    po::store(po::command_line_parser(n, args).options(desc).run(), out);
-    po::notify(out);
-  };
-  if (const auto error = parse_command_line(parse, argc, argv, vm))
+  if (const auto error = parse_options(desc, argc, argv, vm))
     throw FatalError(kExitUsage, "predict: " + *error + " (see thptrace predict --help).");
   PredictOptions o;
   if (vm.count("help")) {
@@ -211,7 +207,7 @@ std::string read_server(redis::Client& client, const redis::InfoMap& info, const
 }  // namespace
 
 int predict_main(int argc, char** argv) {
-  const PredictOptions o = parse_options(argc, argv);
+  const PredictOptions o = read_predict_options(argc, argv);
   if (o.help) return kExitOk;
   const auto redis_setup = prepare_redis(o.redis, o.redis_settings);
   const pid_t pid = redis_setup ? resolve_redis_target(*redis_setup, o.redis_settings.user, o.pid) : o.pid;

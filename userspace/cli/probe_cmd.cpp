@@ -26,11 +26,7 @@ int probe_main(int argc, char** argv) {
       "redis-server or valkey-server binary whose fork entry points to show (repeatable; default: "
       "/usr/bin/redis-server and /usr/bin/valkey-server where present)");
   po::variables_map vm;
-  const auto parse = [&desc](int n, const char* const* args, po::variables_map& out, bool /*safe*/) {
-    po::store(po::command_line_parser(n, args).options(desc).run(), out);
-    po::notify(out);
-  };
-  if (const auto error = parse_command_line(parse, argc, argv, vm))
+  if (const auto error = parse_options(desc, argc, argv, vm))
     throw FatalError(kExitUsage, "probe: " + *error + " (see thptrace probe --help).");
   if (vm.count("help")) {
     std::cout << desc << "\n";

@@ -41,6 +41,18 @@ std::optional<std::string> parse_command_line(Parse&& parse, int argc, const cha
   return std::string("the command line cannot be parsed");
 }
 
+// parse_command_line() for a command line alone (no config file): argv against desc, stored and
+// notified into vm. Returns the error's message, or nullopt when the parse succeeded.
+inline std::optional<std::string> parse_options(const boost::program_options::options_description& desc, int argc,
+                                                const char* const* argv, boost::program_options::variables_map& vm) {
+  const auto parse = [&desc](int n, const char* const* args, boost::program_options::variables_map& out,
+                             bool /*safe*/) {
+    boost::program_options::store(boost::program_options::command_line_parser(n, args).options(desc).run(), out);
+    boost::program_options::notify(out);
+  };
+  return parse_command_line(parse, argc, argv, vm);
+}
+
 // The value of option `name` (a long long), or Error("--NAME must be between LO and HI, not V").
 template <typename Error>
 long long integer_in(const boost::program_options::variables_map& vm, const char* name, long long lo, long long hi) {

@@ -71,6 +71,13 @@ correlate::CopyAttribution copies_from(const nlohmann::json& j) {
   return a;
 }
 
+std::string commands_text(const correlate::CopyAttribution& a, double min_share) {
+  std::string c;
+  for (const auto& g : a.commands)
+    if (g.share >= min_share) c += fmt::format("{}{} {:.0f}%", c.empty() ? "" : ", ", g.name, g.share * 100);
+  return c;
+}
+
 std::vector<std::string> copies_lines(const correlate::CopyAttribution& a) {
   std::vector<std::string> out;
   const std::string indent = "           ";
@@ -80,9 +87,7 @@ std::vector<std::string> copies_lines(const correlate::CopyAttribution& a) {
       a.copy_ratio ? fmt::format("; copied {:.1f}% of the RSS at fork", *a.copy_ratio * 100) : std::string()));
   for (const auto& p : a.paths) out.push_back(fmt::format("{}  {:5.1f}%  {}", indent, p.share * 100, p.name));
   if (!a.commands.empty()) {
-    std::string c;
-    for (const auto& g : a.commands) c += fmt::format("{}{} {:.0f}%", c.empty() ? "" : ", ", g.name, g.share * 100);
-    out.push_back(fmt::format("{}  by command: {}", indent, c));
+    out.push_back(fmt::format("{}  by command: {}", indent, commands_text(a)));
   }
   if (!a.mappings.empty()) {
     std::string m;

@@ -16,5 +16,7 @@ nlohmann::ordered_json copies_json(const correlate::CopyAttribution& a);
 // Throws nlohmann::json::exception when a key is missing or has another type.
 correlate::CopyAttribution copies_from(const nlohmann::json& j);
 std::vector<std::string> copies_lines(const correlate::CopyAttribution& a);
+// "SET 81%, expire cycle 12%, ...": the copies by command, those of at least min_share.
+std::string commands_text(const correlate::CopyAttribution& a, double min_share = 0);
 
 }  // namespace thptrace::report

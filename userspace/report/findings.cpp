@@ -98,13 +98,11 @@ void copy_findings(const Report& r, std::vector<Draft>& f) {
     if (!top) continue;
     const auto& m = e.copies->mappings.front();
     // A Redis's copies by the command that wrote them: what an operator can act on.
-    std::string by_command;
+    constexpr double kNamedShare = 0.01;
+    const std::string by_command = commands_text(*e.copies, kNamedShare);
     ordered_json commands = ordered_json::object();
     for (const auto& c : e.copies->commands)
-      if (c.share >= 0.01) {
-        by_command += fmt::format("{}{} {:.0f}%", by_command.empty() ? "" : ", ", c.name, c.share * 100);
-        commands[c.name] = c.share;
-      }
+      if (c.share >= kNamedShare) commands[c.name] = c.share;
     f.push_back({3,
                  fmt::format("In the {} fork window (child {}), {:.0f}% of the sampled copies came from {} "
                              "(about {} of its {} copies); {:.0f}% were in {} memory.{}",
