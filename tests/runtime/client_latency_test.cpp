@@ -99,7 +99,10 @@ TEST(ClientLatency, AForkFreezesClientsForItsDuration) {
   ASSERT_TRUE(before.is_object()) << f.dump(1);
   // A request due within the first millisecond of the freeze (1,000 a second) waited the rest of it.
   EXPECT_GE(during["max_us"].get<double>(), fork_us - 1'500) << "fork " << fork_us << " us: " << during.dump();
-  EXPECT_GT(during["max_us"].get<double>(), before["max_us"].get<double>()) << f.dump(1);
+  // The freeze stands out of the window before: above its tail (its p99), not necessarily above its
+  // one worst request, which on a loaded 2-core runner (the probe itself under a sanitizer) was once
+  // 10 ms of the prober's own scheduling against a fork of 7.8 ms.
+  EXPECT_GT(during["max_us"].get<double>(), before["p99_us"].get<double>()) << f.dump(1);
   EXPECT_GE(during["over_timeout"].get<uint64_t>(), 1u) << during.dump();
   // The timeline's clients' track shows the same request, and the freeze is marked for as long as the
   // fork took.
