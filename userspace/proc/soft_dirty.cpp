@@ -5,7 +5,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -52,6 +54,38 @@ std::optional<uint64_t> pagemap_entry(int fd, uint64_t address) {
 // marked as a whole (VM_SOFTDIRTY), not written page by page in a quarter of a second.
 constexpr uint64_t kWholeMappingPages = 256;
 
+constexpr uint64_t kFrame = (1ull << 55) - 1;  // bits 0-54: the page frame number of a present page
+
+// Reads pid's pagemap over the parts of [start, end) still mapped in `maps`, chunk by chunk, into
+// visit(address of the first entry, entries).
+template <typename Visit>
+void read_pagemap(int fd, const std::vector<Mapping>& maps, uint64_t start, uint64_t end, Visit&& visit) {
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<uint64_t> buf(kChunkEntries);
+  for (const auto& m : maps) {
+    const uint64_t from = std::max(m.start, start), to = std::min(m.end, end);
+    for (uint64_t at = from; at < to;) {
+      const uint64_t n = std::min<uint64_t>((to - at) / page, kChunkEntries);
+      if (n == 0) break;
+      const auto got = ::pread(fd, buf.data(), n * sizeof(uint64_t), static_cast<off_t>(at / page * 8));
+      if (got <= 0) break;  // the mapping went away meanwhile
+      const auto entries = static_cast<size_t>(got) / sizeof(uint64_t);
+      visit(at, std::span<const uint64_t>(buf.data(), entries));
+      at += entries * page;
+    }
+  }
+}
+
+std::optional<FileFd> open_pagemap(pid_t pid, std::string* why) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/pagemap";
+  FileFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    *why = "cannot open " + path + ": " + std::strerror(errno);
+    return std::nullopt;
+  }
+  return fd;
+}
+
 // The private writable mappings of pid: what a fork copies on write.
 std::optional<std::vector<Mapping>> writable_private(pid_t pid, std::string* why) {
   const std::string path = "/proc/" + std::to_string(pid) + "/maps";
@@ -73,6 +107,18 @@ uint64_t count_soft_dirty(std::span<const uint64_t> entries) {
   for (const uint64_t e : entries)
     if ((e & kSoftDirty) && (e & (kPresent | kSwapped))) ++n;
   return n;
+}
+
+uint32_t page_at_clear(uint64_t e) {
+  if (e & kPresent) return static_cast<uint32_t>((e & kFrame) % 0xfffffffeull) + 2;
+  return (e & kSwapped) ? 1 : 0;
+}
+
+bool copied_since_clear(uint32_t at_clear, uint64_t now) {
+  if (at_clear == 0 || !(now & kSoftDirty) || !(now & (kPresent | kSwapped))) return false;
+  // Swapped at one of the two reads: its frame is not known, the page was kept all along.
+  if (at_clear == 1 || !(now & kPresent)) return true;
+  return page_at_clear(now) == at_clear;
 }
 
 bool soft_dirty_supported(std::string* why) {
@@ -115,43 +161,46 @@ std::optional<uint64_t> clear_soft_dirty(pid_t pid, std::string* why) {
 std::optional<SoftDirtyCounter> SoftDirtyCounter::after_clear(pid_t pid, std::string* why) {
   const auto maps = writable_private(pid, why);
   if (!maps) return std::nullopt;
+  auto fd = open_pagemap(pid, why);
+  if (!fd) return std::nullopt;
   std::vector<Range> ranges;
   for (const auto& m : *maps) ranges.push_back({m.start, m.end, 0, false});
-  return SoftDirtyCounter(pid, std::move(ranges));
+  SoftDirtyCounter c(pid, std::move(ranges));
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  read_pagemap(fd->get(), *maps, 0, UINT64_MAX, [&](uint64_t at, std::span<const uint64_t> entries) {
+    for (size_t i = 0; i < entries.size(); ++i)
+      if (const uint32_t p = page_at_clear(entries[i])) {
+        c.backed_pages_.push_back(at + i * page);
+        c.backed_at_clear_.push_back(p);
+      }
+  });
+  return c;
 }
 
 std::optional<uint64_t> SoftDirtyCounter::count(std::string* why) {
   const auto maps = writable_private(pid_, why);
   if (!maps) return std::nullopt;
-  const std::string path = "/proc/" + std::to_string(pid_) + "/pagemap";
-  FileFd pagemap(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (pagemap.get() < 0) {
-    *why = "cannot open " + path + ": " + std::strerror(errno);
-    return std::nullopt;
-  }
+  auto fd = open_pagemap(pid_, why);
+  if (!fd) return std::nullopt;
   const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  std::vector<uint64_t> buf(kChunkEntries);
   uint64_t total = 0;
   for (auto& r : ranges_) {
-    uint64_t dirty = 0, backed = 0;
-    // The parts of the clear's range still mapped private and writable.
-    for (const auto& m : *maps) {
-      const uint64_t from = std::max(m.start, r.start), to = std::min(m.end, r.end);
-      for (uint64_t at = from; at < to;) {
-        const uint64_t n = std::min<uint64_t>((to - at) / page, kChunkEntries);
-        if (n == 0) break;
-        const auto got = ::pread(pagemap.get(), buf.data(), n * sizeof(uint64_t), static_cast<off_t>(at / page * 8));
-        if (got <= 0) break;  // the mapping went away meanwhile
-        const auto entries = static_cast<size_t>(got) / sizeof(uint64_t);
-        const std::span<const uint64_t> read(buf.data(), entries);
-        dirty += count_soft_dirty(read);
-        for (const uint64_t e : read) backed += (e & (kPresent | kSwapped)) ? 1 : 0;
-        at += entries * page;
+    // Of the pages backed at the clear in this range and still in their frame: how many are
+    // soft-dirty. A mapping marked soft-dirty as a whole shows them all at once.
+    uint64_t dirty = 0, kept = 0;
+    read_pagemap(fd->get(), *maps, r.start, r.end, [&](uint64_t at, std::span<const uint64_t> entries) {
+      auto it = std::lower_bound(backed_pages_.begin(), backed_pages_.end(), at);
+      const uint64_t end = at + entries.size() * page;
+      for (; it != backed_pages_.end() && *it < end; ++it) {
+        const uint64_t now = entries[(*it - at) / page];
+        const uint32_t then = backed_at_clear_[static_cast<size_t>(it - backed_pages_.begin())];
+        if (copied_since_clear(then, now)) ++dirty;
+        if (then == 1 || ((now & kPresent) && page_at_clear(now) == then) || (now & kSwapped)) ++kept;
       }
-    }
-    if (!r.held && backed >= kWholeMappingPages && dirty == backed && r.last * 2 < backed) {
+    });
+    if (!r.held && kept >= kWholeMappingPages && dirty == kept && r.last * 2 < kept) {
       r.held = true;
-      held_ += fmt::format("{}{:x}-{:x} ({} pages)", held_.empty() ? "" : ", ", r.start, r.end, backed);
+      held_ += fmt::format("{}{:x}-{:x} ({} pages)", held_.empty() ? "" : ", ", r.start, r.end, kept);
     }
     if (!r.held) r.last = dirty;
     total += r.last;
