@@ -475,4 +475,13 @@ bool MemoryCgroup::set_limit(uint64_t bytes) const {
                            << bytes << "\n");
 }
 
+const char* write_pattern_name(WritePattern p) {
+  switch (p) {
+    case WritePattern::uniform: return "uniform";
+    case WritePattern::hot: return "hot";
+    case WritePattern::growing: return "growing";
+  }
+  return "uniform";
+}
+
 }  // namespace thptrace::test

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/types.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -174,17 +175,28 @@ bool wait_info(const Server& r, const std::string& key, const std::string& want,
   return wait_until([&] { return r.info_field(key) == want; }, timeout);
 }
 
+// How a WriteLoad picks its keys: each of `keys` in turn (uniform), the first tenth of them over and
+// over (hot), or, a write in four, a key never written before and the others in turn (growing: the
+// dataset grows by a quarter of the writes, values in memory the allocator had not touched).
+enum class WritePattern { uniform, hot, growing };
+const char* write_pattern_name(WritePattern p);
+
 // SETs of 400 bytes from one connection of `r` (any server with client()) until destroyed: the parent
 // keeps dirtying pages while its children live.
 template <class Server>
 class WriteLoad {
  public:
-  explicit WriteLoad(const Server& r, std::string prefix = "key:", uint64_t keys = 200000)
-      : thread_([this, &r, prefix = std::move(prefix), keys] {
+  explicit WriteLoad(const Server& r, std::string prefix = "key:", uint64_t keys = 200000,
+                     WritePattern pattern = WritePattern::uniform)
+      : thread_([this, &r, prefix = std::move(prefix), keys, pattern] {
           auto c = r.client();
           uint64_t i = 0;
+          const uint64_t cycle = pattern == WritePattern::hot ? std::max<uint64_t>(1, keys / 10) : keys;
           while (c && !stop_) {
-            c->command({"SET", prefix + std::to_string(i++ % keys), std::string(400, 'x')});
+            const std::string key = pattern == WritePattern::growing && i % 4 == 3
+                                        ? prefix + "new:" + std::to_string(i++)
+                                        : prefix + std::to_string(i++ % cycle);
+            c->command({"SET", key, std::string(400, 'x')});
             ++writes_;
           }
         }) {}

@@ -52,7 +52,9 @@ TEST(Forecast, HistoryIsTheServersLastFork) {
   EXPECT_DOUBLE_EQ(p.fork_freeze_ms.value, 9.4);
   EXPECT_DOUBLE_EQ(p.fork_freeze_ms.low, 4.7);  // ±50%, at least ±2 ms
   EXPECT_DOUBLE_EQ(p.fork_freeze_ms.high, 14.1);
-  EXPECT_DOUBLE_EQ(p.child_lifetime_s.low, 1.0);  // whole seconds: between 1 and 2
+  // The difference of two whole-second clocks: a child of 1 s, between 0 and 2.
+  EXPECT_DOUBLE_EQ(p.child_lifetime_s.value, 1.0);
+  EXPECT_DOUBLE_EQ(p.child_lifetime_s.low, 0.0);
   EXPECT_DOUBLE_EQ(p.child_lifetime_s.high, 2.0);
   ASSERT_TRUE(p.copied_bytes);
   EXPECT_EQ(p.copied_bytes->method, Method::history);
@@ -82,17 +84,18 @@ TEST(Forecast, RehearsalCurveReadAtTheLifetimeAndExtendedPastItsEnd) {
   ASSERT_TRUE(p.copied_bytes);
   EXPECT_EQ(p.copied_bytes->method, Method::soft_dirty);
   EXPECT_EQ(p.method, Method::soft_dirty);
-  EXPECT_DOUBLE_EQ(p.copied_bytes->value, 1650.0 * 4096);  // at 2.5 s
-  EXPECT_DOUBLE_EQ(p.copied_bytes->low, 1500.0 * 4096);    // at 2 s
-  EXPECT_DOUBLE_EQ(p.copied_bytes->high, 1800.0 * 4096);   // at 3 s
+  // The parent's pages at the lifetime, and the child's own copies (420 KiB, 256 KiB to 1 MiB).
+  EXPECT_DOUBLE_EQ(p.copied_bytes->value, 1500.0 * 4096 + 420 * 1024);  // at 2 s
+  EXPECT_DOUBLE_EQ(p.copied_bytes->low, 1000.0 * 4096 + 256 * 1024);    // at 1 s
+  EXPECT_DOUBLE_EQ(p.copied_bytes->high, 1800.0 * 4096 + 1024 * 1024);  // at 3 s
 }
 
 TEST(Forecast, FullSyncVerdictAgainstTheCgroupAndTheOutputBufferLimit) {
   auto in = redis_of_512_mib();
   in.last_fork_usec = 9400;
   in.last_rdb_cow_bytes = 64 * kMiB;
-  in.last_rdb_seconds = 4;           // 4.5 s: a sync of about 9 s
-  in.repl_bytes_per_s = 4.0 * kMiB;  // 36 MiB of stream over it
+  in.last_rdb_seconds = 4;           // 4 s: a sync of about 8 s
+  in.repl_bytes_per_s = 4.0 * kMiB;  // 32 MiB of stream over it
   in.replica_hard_bytes = 256 * kMiB;
   in.replica_soft_bytes = 64 * kMiB;
   in.replica_soft_seconds = 60;  // longer than the sync: not a limit here
@@ -100,7 +103,7 @@ TEST(Forecast, FullSyncVerdictAgainstTheCgroupAndTheOutputBufferLimit) {
   in.mem_available_bytes = 4096 * kMiB;
   auto p = forecast::predict(in, correlate::Reason::full_sync_disk);
   ASSERT_TRUE(p.replica_buffer_peak_bytes);
-  EXPECT_DOUBLE_EQ(p.replica_buffer_peak_bytes->value, 4.0 * kMiB * 4.5 * 2);
+  EXPECT_DOUBLE_EQ(p.replica_buffer_peak_bytes->value, 4.0 * kMiB * 4 * 2);
   EXPECT_EQ(p.limits.size(), 3u);  // cgroup, MemAvailable, hard
   EXPECT_EQ(p.verdict, Verdict::fits);
   EXPECT_TRUE(p.first_limit.empty());
@@ -122,13 +125,32 @@ TEST(Forecast, FullSyncVerdictAgainstTheCgroupAndTheOutputBufferLimit) {
   in.replicas = 4;
   p = forecast::predict(in, correlate::Reason::full_sync_disk);
   ASSERT_TRUE(p.max_replicas);
-  EXPECT_EQ(*p.max_replicas, 12u);  // (1024 - 512 - 64) MiB / 36 MiB
-  EXPECT_DOUBLE_EQ(p.peak_extra_memory_bytes->value, 64.0 * kMiB + 4 * 36.0 * kMiB);
+  EXPECT_EQ(*p.max_replicas, 14u);  // (1024 - 512 - 64) MiB / 32 MiB
+  EXPECT_DOUBLE_EQ(p.peak_extra_memory_bytes->value, 64.0 * kMiB + 4 * 32.0 * kMiB);
 
   // A slow replica stream past the hard limit drops it.
   in.repl_bytes_per_s = 40.0 * kMiB;
   p = forecast::predict(in, correlate::Reason::full_sync_disk);
   EXPECT_EQ(p.verdict, Verdict::will_exceed);
+}
+
+// A fork at the clear copies a page written since only if the page was there to share: backed at
+// the clear and in the same frame now.
+TEST(Forecast, SoftDirtyPagesCountOnlyInTheFrameTheyHadAtTheClear) {
+  constexpr uint64_t sd = 1ull << 55, swapped = 1ull << 62, present = 1ull << 63;
+  const uint32_t at = proc::page_at_clear(present | 1234);
+  EXPECT_GE(at, 2u);
+  EXPECT_EQ(proc::page_at_clear(0), 0u);
+  EXPECT_EQ(proc::page_at_clear(swapped | 77), 1u);
+  EXPECT_TRUE(proc::copied_since_clear(at, present | sd | 1234));
+  EXPECT_FALSE(proc::copied_since_clear(at, present | 1234));      // not written
+  EXPECT_FALSE(proc::copied_since_clear(at, present | sd | 99));   // given back, touched again
+  EXPECT_FALSE(proc::copied_since_clear(0, present | sd | 1234));  // first touched after the clear
+  EXPECT_TRUE(proc::copied_since_clear(at, swapped | sd));         // written, then swapped out
+  EXPECT_TRUE(proc::copied_since_clear(1, present | sd | 5));      // swapped at the clear, written
+  EXPECT_FALSE(proc::copied_since_clear(at, sd));                  // given back since
+  // Without CAP_SYS_ADMIN the frames read 0: every page kept looks kept.
+  EXPECT_TRUE(proc::copied_since_clear(proc::page_at_clear(present), present | sd));
 }
 
 TEST(Forecast, SoftDirtyCountsOnlyBackedPages) {

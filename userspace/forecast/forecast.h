@@ -8,8 +8,9 @@
 // Each figure is a value with a range and the method it came from:
 //   soft_dirty  the pages the process wrote after its soft-dirty bits were cleared, counted over time
 //               (proc/soft_dirty.h): the copies a fork made at that moment would have taken;
-//   history     the server's own figures of its last fork (INFO latest_fork_usec, rdb_last_cow_size,
-//               rdb_last_bgsave_time_sec): the next fork of the same process under the same load;
+//   history     the last fork of the same process, as thptrace traced it (the daemon) or as the server
+//               tells it (INFO latest_fork_usec, rdb_last_cow_size, rdb_last_bgsave_time_sec): the
+//               next fork of the same process under the same load;
 //   model       a rate measured on hosts of this kind, applied to this process's size, with a wide
 //               range: what is left when neither of the others is known.
 
@@ -37,6 +38,15 @@ struct Inputs {
   uint64_t anon_bytes = 0;  // what a fork can copy at most
   uint64_t page_table_bytes = 0;
   bool server_answered = false;  // Redis answered INFO (--redis)
+  // The last fork thptrace itself traced of the reason predicted (the daemon sees every fork): exact
+  // where INFO rounds (the child's life in ms, the copies counted in the kernel, the child's own
+  // included). When set, its figures take the place of INFO's below.
+  struct Traced {
+    double fork_us = 0;
+    double child_seconds = 0;
+    uint64_t copied_bytes = 0;
+  };
+  std::optional<Traced> traced;
   // The server's last fork (INFO): nullopt when it has not forked, or the figure is not known.
   std::optional<double> last_fork_usec;
   std::optional<uint64_t> last_rdb_cow_bytes;
@@ -58,6 +68,10 @@ struct Inputs {
 
 enum class Verdict { fits, tight, will_exceed };
 const char* verdict_name(Verdict v);
+
+// The names of the memory limits in LimitCheck::name.
+inline constexpr const char* kCgroupLimit = "memory cgroup limit";
+inline constexpr const char* kMemAvailable = "host MemAvailable";
 
 struct LimitCheck {
   std::string name;  // "cgroup memory.limit", "host MemAvailable", "client-output-buffer-limit replica (hard)", ...
