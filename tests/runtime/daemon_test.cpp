@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -357,6 +358,76 @@ TEST(Daemon, ClientLatencyByPhaseShowsTheFreezes) {
   const auto under = client_latency(s, "_bucket", {t, "phase=\"fork\"", "le=\"" + fmt::format("{}", bound) + "\""});
   ASSERT_TRUE(under) << s;
   EXPECT_GE(*fork_count - *under, 1) << "fork of " << *fork_s << " s, bound " << bound << "\n" << s;
+  d.proc().signal(SIGTERM);
+  EXPECT_EQ(d.proc().wait(30s), 0) << d.proc().err();
+}
+
+// The daemon's forecast of the next fork, from the last one it traced: its freeze is that fork's, its
+// copies (parent and child) are that fork's; the next BGSAVE on the same load copies within 25% of
+// them. Charged to a memory cgroup whose limit is above the server's RSS but below RSS plus the next
+// full sync's need, the headroom under it is negative; with the limit well above, positive.
+TEST(Daemon, ForecastsTheNextForkFromTheLastAndItsHeadroom) {
+  REQUIRE_BPF();
+  MemoryCgroup cg;  // before the server: its destructor waits for the server to be gone
+  RedisServer redis({"--save", ""});
+  redis.cmd({"DEBUG", "POPULATE", "1000000", "key", "400"});
+  const std::string target = redis.address();
+  Daemon d({"--redis", target, "--poll-interval-ms", "100", "--latency-probe", "0"});
+  ASSERT_TRUE(d.wait_for(series("thptrace_rss_bytes", target), [](double v) { return v > 0; })) << d.proc().err();
+  EXPECT_FALSE(metric_value(d.scrape(), series("thptrace_predicted_fork_freeze_seconds", target)))
+      << "a forecast before any fork";
+  std::string s;
+  double predicted = 0, copies0 = 0, child0 = 0;
+  {
+    WriteLoad load(redis, "key:", 1000000);
+    const auto bgsave = [&](double n) {
+      std::this_thread::sleep_for(1s);
+      redis.cmd({"BGSAVE"});
+      ASSERT_TRUE(d.wait_for(
+          series("thptrace_forks_total", target, "bgsave"), [n](double v) { return v >= n; }, 60s));
+      std::this_thread::sleep_for(2s);  // the readings after the child's exit: its copies counted
+    };
+    // The first save after the load began can run longer and copy more than those that follow.
+    bgsave(1);
+    bgsave(2);
+    s = d.scrape();
+    const auto freeze = metric_value(s, series("thptrace_predicted_fork_freeze_seconds", target));
+    ASSERT_TRUE(freeze) << s;
+    EXPECT_EQ(freeze, metric_value(s, series("thptrace_last_fork_duration_seconds", target)));
+    predicted = metric_value(s, series("thptrace_predicted_copy_bytes", target, "bgsave")).value_or(0);
+    ASSERT_GT(predicted, 0) << s;
+    EXPECT_GT(metric_value(s, series("thptrace_predicted_child_lifetime_seconds", target, "bgsave")).value_or(0), 0);
+    copies0 = metric_value(s, series("thptrace_copies_total", target)).value_or(0);
+    child0 = metric_value(s, series("thptrace_child_cow_faults_total", target)).value_or(0);
+    bgsave(3);
+    s = d.scrape();
+  }
+  const double copied = (metric_value(s, series("thptrace_copies_total", target)).value_or(0) - copies0 +
+                         metric_value(s, series("thptrace_child_cow_faults_total", target)).value_or(0) - child0) *
+                        4096;
+  EXPECT_NEAR(predicted, copied, copied * 0.25) << "predicted " << predicted << ", the fork copied " << copied;
+  std::cout << "daemon forecast: predicted " << predicted << " bytes, the next fork copied " << copied << " ("
+            << (predicted - copied) / copied * 100 << "%)\n";
+
+  // The limits: the need of a full sync now (the history is the last fork; the stream has no replica).
+  s = d.scrape();
+  const double rss = metric_value(s, series("thptrace_rss_bytes", target)).value_or(0);
+  const double need =
+      metric_value(s, series("thptrace_predicted_fork_memory_bytes", target, "full_sync_disk")).value_or(0);
+  ASSERT_GT(need, 0) << s;
+  ASSERT_TRUE(cg.ok()) << "no memory cgroup controller to make a test cgroup in (v1 memory or v2 with +memory)";
+  ASSERT_TRUE(cg.add(redis.pid()));
+  const std::string headroom =
+      "thptrace_predicted_headroom_bytes{limit=\"cgroup\",reason=\"full_sync_disk\",target=\"" + target + "\"}";
+  for (const double limit : {rss + need / 2, (rss + need) * 2}) {
+    ASSERT_TRUE(cg.set_limit(static_cast<uint64_t>(limit))) << cg.dir();
+    // The cgroup's files are read every 10 s while no fork lives.
+    const bool below = limit < rss + need;
+    const auto h = d.wait_for(
+        headroom, [&](double v) { return below ? v < 0 : v > need; }, 30s);
+    EXPECT_TRUE(h && (below ? *h < 0 : *h > need))
+        << "limit " << limit << ", rss " << rss << ", need " << need << ": " << (h ? std::to_string(*h) : "no series");
+  }
   d.proc().signal(SIGTERM);
   EXPECT_EQ(d.proc().wait(30s), 0) << d.proc().err();
 }

@@ -107,6 +107,7 @@ std::string replay_daemon(const std::string& name) {
         if (!s["thp_enabled"].is_null()) r.sample.thp_enabled = s["thp_enabled"].get<bool>();
         if (s.contains("cgroup_usage_bytes")) r.sample.cgroup_usage_bytes = s["cgroup_usage_bytes"].get<uint64_t>();
         if (s.contains("cgroup_limit_bytes")) r.sample.cgroup_limit_bytes = s["cgroup_limit_bytes"].get<uint64_t>();
+        if (s.contains("mem_available_bytes")) r.sample.mem_available_bytes = s["mem_available_bytes"].get<uint64_t>();
         h.targets.push_back(std::move(r));
       }
       h.dropped = step["dropped"].get<uint64_t>();

@@ -94,6 +94,12 @@ TEST(MetricsTargets, EveryFamilyIsDocumentedWithItsType) {
   m.set_thp_mode("madvise", "madvise");
   m.set_map_entries("targets", 1, 64);
   m.add_program_cost("fork_btf", 1, 100);
+  thptrace::forecast::Inputs in;
+  in.rss_bytes = 1 << 30;
+  in.traced = thptrace::forecast::Inputs::Traced{9000, 2, 64 << 20};
+  in.mem_available_bytes = 4ull << 30;
+  m.set_forecast_freeze("127.0.0.1:7001", 9);
+  m.set_forecast("127.0.0.1:7001", thptrace::forecast::predict(in, thptrace::correlate::Reason::full_sync_disk));
   std::map<std::string, std::string> exported;
   std::istringstream lines(m.exposition());
   for (std::string line; std::getline(lines, line);) {

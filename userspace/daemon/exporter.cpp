@@ -111,6 +111,15 @@ void Exporter::on_snapshot(TargetId id, const redis::Snapshot& s) {
   record({{"snapshot", report::snapshot_json(s)}, {"target", t.label}});
   metrics_.set_redis(t.label, s);
   t.correlator.on_snapshot(s);
+  if (s.up) {
+    // The stream's rate over the last minute of polls (a restarted server starts its offset again).
+    constexpr uint64_t kRateWindowNs = 60'000'000'000;
+    if (!t.repl_offsets.empty() && s.master_repl_offset < t.repl_offsets.back().second) t.repl_offsets.clear();
+    t.repl_offsets.emplace_back(s.ts_ns, s.master_repl_offset);
+    while (t.repl_offsets.size() > 2 && t.repl_offsets.front().first + kRateWindowNs < s.ts_ns)
+      t.repl_offsets.pop_front();
+    t.replicas = s.replicas.size();
+  }
 }
 
 void Exporter::on_readings(const Readings& h) {
@@ -130,6 +139,7 @@ void Exporter::on_readings(const Readings& h) {
           {"thp_enabled", s.thp_enabled ? nlohmann::ordered_json(*s.thp_enabled) : nlohmann::ordered_json(nullptr)}};
       if (s.cgroup_usage_bytes) ts["sample"]["cgroup_usage_bytes"] = *s.cgroup_usage_bytes;
       if (s.cgroup_limit_bytes) ts["sample"]["cgroup_limit_bytes"] = *s.cgroup_limit_bytes;
+      if (s.mem_available_bytes) ts["sample"]["mem_available_bytes"] = *s.mem_available_bytes;
       step["targets"].push_back(std::move(ts));
     }
     step["dropped"] = h.dropped;
@@ -157,6 +167,9 @@ void Exporter::on_readings(const Readings& h) {
     if (r.sample.target_alive) {
       metrics_.set_memory(t.label, r.sample.rss_kb * 1024, r.sample.anon_huge_pages_kb * 1024, r.sample.thp_enabled);
       metrics_.set_cgroup_memory(t.label, r.sample.cgroup_usage_bytes, r.sample.cgroup_limit_bytes);
+      t.memory = {true, r.sample.rss_kb * 1024, r.sample.cgroup_usage_bytes, r.sample.cgroup_limit_bytes,
+                  r.sample.mem_available_bytes};
+      update_forecast(t);
     }
   }
   // /proc/vmstat is the system's: every target's fork windows are measured against it.
@@ -204,6 +217,40 @@ void Exporter::export_episode(Target& t, const correlate::ForkEpisode& e) {
   metrics_.on_episode(t.label, e, static_cast<double>(static_cast<int64_t>(e.fork_ts_ns) + realtime_offset_ns_) / 1e9);
   t.copies += e.cow_faults;
   if (!kernel_splits_) metrics_.add_thp(t.label, e.thp_splits, 0);
+  if (e.fork_duration_us && e.child_lifetime_ms) {
+    const forecast::Inputs::Traced f{*e.fork_duration_us, *e.child_lifetime_ms / 1e3,
+                                     (e.cow_faults + e.child_cow_faults) * 4096};
+    t.traced[e.reason] = f;
+    t.last_traced = f;
+    update_forecast(t);
+  }
+}
+
+void Exporter::update_forecast(Target& t) {
+  if (!t.last_traced || !t.memory.known) return;
+  forecast::Inputs in;
+  in.rss_bytes = in.anon_bytes = t.memory.rss_bytes;
+  in.server_answered = !t.repl_offsets.empty();
+  in.cgroup_limit_bytes = t.memory.cgroup_limit_bytes;
+  in.cgroup_usage_bytes = t.memory.cgroup_usage_bytes;
+  in.mem_available_bytes = t.memory.mem_available_bytes;
+  if (t.repl_offsets.size() >= 2) {
+    const auto& [from_ns, from] = t.repl_offsets.front();
+    const auto& [to_ns, to] = t.repl_offsets.back();
+    if (to_ns > from_ns)
+      in.repl_bytes_per_s = static_cast<double>(to - from) / (static_cast<double>(to_ns - from_ns) / 1e9);
+    in.repl_rate_basis = "master_repl_offset";
+  }
+  in.replicas = static_cast<unsigned>(std::max<size_t>(1, t.replicas));
+  in.traced = t.last_traced;
+  metrics_.set_forecast_freeze(t.label, forecast::predict(in, correlate::Reason::bgsave).fork_freeze_ms.value);
+  for (const auto reason :
+       {correlate::Reason::bgsave, correlate::Reason::full_sync_disk, correlate::Reason::full_sync_diskless}) {
+    // The last fork of the same reason; a fork of another reason's child writes the same RDB.
+    const auto it = t.traced.find(reason);
+    in.traced = it != t.traced.end() ? it->second : *t.last_traced;
+    metrics_.set_forecast(t.label, forecast::predict(in, reason));
+  }
 }
 
 void Exporter::export_replica_syncs(Target& t) {

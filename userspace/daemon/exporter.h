@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <deque>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -18,6 +19,7 @@
 
 #include "correlate/correlator.h"
 #include "daemon/metrics.h"
+#include "forecast/forecast.h"
 #include "proc/container.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
@@ -98,6 +100,18 @@ class Exporter {
       uint64_t from_ns = 0, to_ns = 0;
     };
     std::map<uint32_t, ForkWindow> fork_windows{};
+    // The forecast's history: the last fork traced of each reason and of any, the process's memory
+    // at the last reading, the replication stream's offset over the last minute (INFO's
+    // master_repl_offset, by poll) and the replicas the last poll listed.
+    std::map<correlate::Reason, forecast::Inputs::Traced> traced{};
+    std::optional<forecast::Inputs::Traced> last_traced{};
+    struct Memory {
+      bool known = false;
+      uint64_t rss_bytes = 0;
+      std::optional<uint64_t> cgroup_usage_bytes, cgroup_limit_bytes, mem_available_bytes;
+    } memory{};
+    std::deque<std::pair<uint64_t, int64_t>> repl_offsets{};
+    size_t replicas = 0;
     // Whether a fork child of the target lived at ts_ns (a fork window holds it).
     bool in_fork_window(uint64_t ts_ns) const {
       for (const auto& [child, w] : fork_windows)
@@ -109,6 +123,9 @@ class Exporter {
   static constexpr size_t kMaxForkWindows = 256;
   void export_replica_syncs(Target& t);
   void export_episode(Target& t, const correlate::ForkEpisode& e);
+  // The next fork's figures from the target's history, for each reason a replica or a BGSAVE makes
+  // (nothing before its first fork traced).
+  void update_forecast(Target& t);
   void record(const nlohmann::ordered_json& step);
 
   Metrics& metrics_;

@@ -333,6 +333,31 @@ Metrics::Metrics()
                        .Name("thptrace_redis_latest_fork_seconds")
                        .Help("Redis INFO latest_fork_usec, in seconds.")
                        .Register(*registry_)),
+      predicted_freeze_(BuildGauge()
+                            .Name("thptrace_predicted_fork_freeze_seconds")
+                            .Help("The next fork's freeze of every client, predicted from the last fork traced.")
+                            .Register(*registry_)),
+      predicted_lifetime_(BuildGauge()
+                              .Name("thptrace_predicted_child_lifetime_seconds")
+                              .Help("The next fork's child lifetime by reason, from the last fork traced of that "
+                                    "reason (else of any).")
+                              .Register(*registry_)),
+      predicted_copies_(BuildGauge()
+                            .Name("thptrace_predicted_copy_bytes")
+                            .Help("Bytes the next fork of that reason will copy on write over its child's life "
+                                  "(parent and child), from the last fork traced.")
+                            .Register(*registry_)),
+      predicted_memory_(BuildGauge()
+                            .Name("thptrace_predicted_fork_memory_bytes")
+                            .Help("Memory the next fork of that reason needs beyond RSS: its copies, and for a "
+                                  "full sync the replication buffer the stream fills meanwhile.")
+                            .Register(*registry_)),
+      predicted_headroom_(BuildGauge()
+                              .Name("thptrace_predicted_headroom_bytes")
+                              .Help("Bytes left under a memory limit (cgroup: the memory cgroup's limit against RSS "
+                                    "and the fork's need; mem_available: the host's MemAvailable against the need) "
+                                    "at the next fork of that reason; below 0 it would not fit.")
+                              .Register(*registry_)),
       build_info_(BuildGauge().Name("thptrace_build_info").Help("thptrace's version.").Register(*registry_)),
       untracked_forks_(BuildCounter()
                            .Name("thptrace_untracked_forks_total")
@@ -434,9 +459,13 @@ void Metrics::remove_target(const std::string& t) {
   for (auto* f : {&fork_duration_, &child_lifetime_, &fork_cow_faults_, &fork_replicas_, &replica_sync_, &stall_,
                   &client_latency_, &fsync_, &aof_write_})
     remove_series_of(*f, t, none);
-  for (auto* f : {&last_fork_time_, &last_fork_duration_, &last_fork_copied_, &in_progress_, &anon_huge_, &rss_,
-                  &cgroup_usage_, &cgroup_limit_, &thp_process_, &redis_up_, &cow_size_, &fork_ratio_, &keys_processed_,
-                  &latest_fork_, &untraced_})
+  for (auto* f : {&last_fork_time_,   &last_fork_duration_, &last_fork_copied_,
+                  &in_progress_,      &anon_huge_,          &rss_,
+                  &cgroup_usage_,     &cgroup_limit_,       &thp_process_,
+                  &redis_up_,         &cow_size_,           &fork_ratio_,
+                  &keys_processed_,   &latest_fork_,        &untraced_,
+                  &predicted_freeze_, &predicted_lifetime_, &predicted_copies_,
+                  &predicted_memory_, &predicted_headroom_})
     remove_series_of(*f, t);
   mirror_->forget(t);
   names_->forget(t);
@@ -557,6 +586,26 @@ void Metrics::set_redis(const std::string& t, const redis::Snapshot& s) {
   fork_ratio_.Add(of(t)).Set(s.current_fork_perc / 100.0);
   keys_processed_.Add(of(t)).Set(static_cast<double>(s.current_save_keys_processed));
   latest_fork_.Add(of(t)).Set(static_cast<double>(s.latest_fork_usec) / 1e6);
+}
+
+void Metrics::set_forecast_freeze(const std::string& t, double freeze_ms) {
+  predicted_freeze_.Add(of(t)).Set(freeze_ms / 1e3);
+}
+
+void Metrics::set_forecast(const std::string& t, const forecast::Prediction& p) {
+  const prometheus::Labels l = of(t, {{"reason", correlate::reason_name(p.reason)}});
+  predicted_lifetime_.Add(l).Set(p.child_lifetime_s.value);
+  if (p.copied_bytes) predicted_copies_.Add(l).Set(p.copied_bytes->value);
+  if (p.peak_extra_memory_bytes) predicted_memory_.Add(l).Set(p.peak_extra_memory_bytes->value);
+  for (const auto& c : p.limits) {
+    // The memory limits only: the replica output buffer's is a limit of Redis's, not of memory.
+    const char* limit = c.name == forecast::kCgroupLimit    ? "cgroup"
+                        : c.name == forecast::kMemAvailable ? "mem_available"
+                                                            : nullptr;
+    if (!limit) continue;
+    predicted_headroom_.Add(of(t, {{"reason", correlate::reason_name(p.reason)}, {"limit", limit}}))
+        .Set(static_cast<double>(c.limit_bytes) - c.need.value);
+  }
 }
 
 void Metrics::add_untracked_forks(const std::string& t, uint64_t n) {

@@ -19,6 +19,7 @@
 
 #include "correlate/episode.h"
 #include "daemon/web_config.h"
+#include "forecast/forecast.h"
 #include "proc/container.h"
 #include "redis/watcher.h"
 #include "tracer/probe.h"
@@ -100,6 +101,11 @@ class Metrics {
   void set_cgroup_memory(const std::string& target, std::optional<uint64_t> usage_bytes,
                          std::optional<uint64_t> limit_bytes);
   void set_redis(const std::string& target, const redis::Snapshot& s);
+  // The next fork's forecast from the target's history (forecast::predict): freeze_ms for any reason,
+  // then per reason the child's life, the bytes copied, the memory needed beyond RSS and the headroom
+  // left under each memory limit known (made at the target's first traced fork).
+  void set_forecast_freeze(const std::string& target, double freeze_ms);
+  void set_forecast(const std::string& target, const forecast::Prediction& p);
   // The text exposition of every thptrace_* series (what /metrics serves, without the exposer's own).
   std::string exposition() const;
 
@@ -159,6 +165,11 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& fork_ratio_;
   prometheus::Family<prometheus::Gauge>& keys_processed_;
   prometheus::Family<prometheus::Gauge>& latest_fork_;
+  prometheus::Family<prometheus::Gauge>& predicted_freeze_;
+  prometheus::Family<prometheus::Gauge>& predicted_lifetime_;
+  prometheus::Family<prometheus::Gauge>& predicted_copies_;
+  prometheus::Family<prometheus::Gauge>& predicted_memory_;
+  prometheus::Family<prometheus::Gauge>& predicted_headroom_;
   prometheus::Family<prometheus::Gauge>& build_info_;
   prometheus::Family<prometheus::Counter>& untracked_forks_;
   prometheus::Family<prometheus::Gauge>& untraced_;
