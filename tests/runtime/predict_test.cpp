@@ -111,12 +111,9 @@ namespace {
 // (the first, soon after the load began, can run longer and copy twice as much as those that follow);
 // then `thptrace predict` with `predict_args`; then the save predicted. Returns the prediction and the
 // captured fork.
-struct PredictedAndMade {
-  nlohmann::json prediction, fork;
-};
-PredictedAndMade predict_then_save(RedisServer& r, WritePattern pattern, uint64_t keys,
-                                   const std::vector<std::string>& predict_args) {
-  PredictedAndMade out;
+std::pair<nlohmann::json, nlohmann::json> predict_then_save(RedisServer& r, WritePattern pattern, uint64_t keys,
+                                                            const std::vector<std::string>& predict_args) {
+  std::pair<nlohmann::json, nlohmann::json> out;
   WriteLoad load(r, "key:", keys, pattern);
   // The capture only counts (no copy sampling, no latency probe), so that it takes as little CPU from
   // the saves as it can (with a sanitizer, sampling and unwinding copies lengthened a child's life).
@@ -134,14 +131,14 @@ PredictedAndMade predict_then_save(RedisServer& r, WritePattern pattern, uint64_
   EXPECT_NE(r.info_field("rdb_last_cow_size"), "0");
   std::vector<std::string> args = {"--pid", std::to_string(r.pid()), "--redis", r.address()};
   args.insert(args.end(), predict_args.begin(), predict_args.end());
-  out.prediction = predict(args);
+  out.first = predict(args);
   bgsave();
   std::this_thread::sleep_for(1500ms);
   tracer.signal(SIGINT);
   EXPECT_EQ(tracer.wait(120s), 0) << tracer.err();
   const auto report = read_json(dir + "/report.json");
   std::filesystem::remove_all(dir);
-  if (report.contains("forks") && report.at("forks").size() == 3) out.fork = report.at("forks").at(2);
+  if (report.contains("forks") && report.at("forks").size() == 3) out.second = report.at("forks").at(2);
   EXPECT_EQ(report.value("forks", nlohmann::json::array()).size(), 3u) << report.dump();
   return out;
 }
@@ -149,11 +146,11 @@ PredictedAndMade predict_then_save(RedisServer& r, WritePattern pattern, uint64_
 // The prediction held to the fork it predicted: bytes copied within 25% of the capture's count (the
 // parent's copies and the child's), the freeze within 50% or 2 ms. Prints the errors that
 // docs/development/measurements.md gives per write pattern.
-void expect_prediction_held(const PredictedAndMade& m, const std::string& what) {
-  ASSERT_TRUE(m.prediction.is_object());
-  ASSERT_TRUE(m.fork.is_object());
-  const auto& p = m.prediction.at("predicted");
-  const auto& f = m.fork;
+void expect_prediction_held(const nlohmann::json& prediction, const nlohmann::json& fork, const std::string& what) {
+  ASSERT_TRUE(prediction.is_object());
+  ASSERT_TRUE(fork.is_object());
+  const auto& p = prediction.at("predicted");
+  const auto& f = fork;
   EXPECT_EQ(p.at("reason"), "bgsave");
   ASSERT_TRUE(p.at("copied_bytes").is_object()) << p.dump();
   const double copied = p.at("copied_bytes").at("value").get<double>();
@@ -167,7 +164,7 @@ void expect_prediction_held(const PredictedAndMade& m, const std::string& what) 
             << captured << " (child " << lived << " s, its own copies "
             << f.at("child_cow_faults").get<uint64_t>() * 4096 << "), " << froze << " ms: copies "
             << (copied - captured) / captured * 100 << "%, freeze " << (freeze - froze) / froze * 100 << "%\n";
-  const auto& curve = m.prediction.at("rehearsal").at("curve");
+  const auto& curve = prediction.at("rehearsal").at("curve");
   if (!curve.empty()) {
     // The rehearsal alone, read at the life the child really had: the copies' curve itself.
     std::vector<std::pair<double, uint64_t>> c;
@@ -243,11 +240,12 @@ TEST_P(PredictPattern, NextBgsave) {
   for (uint64_t n = 100000; n <= keys; n += 100000) r.cmd({"DEBUG", "POPULATE", std::to_string(n), "key", "400"});
   const std::vector<std::string> args =
       guest ? std::vector<std::string>{"--seconds", "8"} : std::vector<std::string>{"--seconds", "2", "--no-rehearsal"};
-  const auto made = predict_then_save(r, GetParam(), keys, args);
-  ASSERT_TRUE(made.prediction.is_object());
-  EXPECT_EQ(made.prediction.at("predicted").at("method"), guest ? "soft_dirty" : "history")
-      << made.prediction.at("rehearsal").dump();
-  expect_prediction_held(made, std::string(write_pattern_name(GetParam())) + (guest ? ", soft_dirty" : ", history"));
+  const auto [prediction, fork] = predict_then_save(r, GetParam(), keys, args);
+  ASSERT_TRUE(prediction.is_object());
+  EXPECT_EQ(prediction.at("predicted").at("method"), guest ? "soft_dirty" : "history")
+      << prediction.at("rehearsal").dump();
+  expect_prediction_held(prediction, fork,
+                         std::string(write_pattern_name(GetParam())) + (guest ? ", soft_dirty" : ", history"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Predict, PredictPattern,
