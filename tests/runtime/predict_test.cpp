@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -16,6 +17,8 @@
 #include <functional>
 #include <iostream>
 #include <thread>
+
+#include <fmt/core.h>
 
 #include "forecast/forecast.h"
 #include "harness.h"
@@ -110,12 +113,13 @@ namespace {
 // A loaded server's next BGSAVE, predicted and then made on the same load. A capture watches every
 // save (so that the history and the fork predicted run alike); two saves first, the second the history
 // (the first, soon after the load began, can run longer and copy twice as much as those that follow);
-// then `thptrace predict` with `predict_args`; then the fork predicted (`make_fork`, a BGSAVE unless
-// given). Returns the prediction and the captured fork: the third.
-std::pair<nlohmann::json, nlohmann::json> predict_then_save(RedisServer& r, WritePattern pattern, uint64_t keys,
-                                                            const std::vector<std::string>& predict_args,
-                                                            const std::function<void()>& make_fork = {}) {
-  std::pair<nlohmann::json, nlohmann::json> out;
+// then, `rounds` times, `thptrace predict` with `predict_args` and the fork predicted (`make_fork`, a
+// BGSAVE unless given). Returns each prediction with the captured fork it predicted.
+using PredictedFork = std::pair<nlohmann::json, nlohmann::json>;
+std::vector<PredictedFork> predict_then_save(RedisServer& r, WritePattern pattern, uint64_t keys,
+                                             const std::vector<std::string>& predict_args, size_t rounds = 1,
+                                             const std::function<void()>& make_fork = {}) {
+  std::vector<PredictedFork> out;
   WriteLoad load(r, "key:", keys, pattern);
   // The capture only counts (no copy sampling, no latency probe), so that it takes as little CPU from
   // the saves as it can (with a sanitizer, sampling and unwinding copies lengthened a child's life).
@@ -133,27 +137,30 @@ std::pair<nlohmann::json, nlohmann::json> predict_then_save(RedisServer& r, Writ
   EXPECT_NE(r.info_field("rdb_last_cow_size"), "0");
   std::vector<std::string> args = {"--pid", std::to_string(r.pid()), "--redis", r.address()};
   args.insert(args.end(), predict_args.begin(), predict_args.end());
-  out.first = predict(args);
-  if (make_fork)
-    make_fork();
-  else
-    bgsave();
+  std::vector<nlohmann::json> predictions;
+  for (size_t i = 0; i < rounds; ++i) {
+    predictions.push_back(predict(args));
+    if (make_fork)
+      make_fork();
+    else
+      bgsave();
+  }
   std::this_thread::sleep_for(1500ms);
   tracer.signal(SIGINT);
   EXPECT_EQ(tracer.wait(120s), 0) << tracer.err();
   const auto report = read_json(dir + "/report.json");
   std::filesystem::remove_all(dir);
-  if (report.contains("forks") && report.at("forks").size() >= 3) out.second = report.at("forks").at(2);
-  // Three forks (a replica that attaches after the sync's save has ended would make a fourth).
-  EXPECT_GE(report.value("forks", nlohmann::json::array()).size(), 3u)
-      << report.value("forks", nlohmann::json()).dump();
+  const auto forks = report.value("forks", nlohmann::json::array());
+  // A fork a round (a replica that attaches after the sync's save has ended would make one more).
+  EXPECT_GE(forks.size(), 2 + rounds) << forks.dump();
+  for (size_t i = 0; i < rounds && 2 + i < forks.size(); ++i) out.emplace_back(predictions[i], forks.at(2 + i));
   return out;
 }
 
 // The prediction held to the fork it predicted: bytes copied within 25% of the capture's count (the
-// parent's copies and the child's), the freeze within 50% or 2 ms on the host. Prints the errors that
-// docs/development/measurements.md gives per write pattern.
-void expect_prediction_held(const nlohmann::json& prediction, const nlohmann::json& fork, const std::string& what) {
+// parent's copies and the child's). Prints the errors that docs/development/measurements.md gives per
+// write pattern, the freeze's too.
+void expect_copies_held(const nlohmann::json& prediction, const nlohmann::json& fork, const std::string& what) {
   ASSERT_TRUE(prediction.is_object());
   ASSERT_TRUE(fork.is_object());
   const auto& p = prediction.at("predicted");
@@ -183,12 +190,25 @@ void expect_prediction_held(const nlohmann::json& prediction, const nlohmann::js
               << ": " << (at_life - parent) / parent * 100 << "%\n";
   }
   EXPECT_NEAR(copied, captured, captured * 0.25) << what << " predicted " << p.dump() << "\ncaptured " << f.dump();
-  // The freeze is time, which a TCG guest does not keep: forks of the same process there took 12.7 to
-  // 20.9 ms one after the other. Held on the host; printed in the guests.
-  if (!in_guest()) {
-    EXPECT_NEAR(freeze, froze, std::max(froze * 0.5, 2.0))
-        << what << " predicted " << p.dump() << "\ncaptured " << f.dump();
+}
+
+// The freeze predicted within 50% or 2 ms of the fork's, in the middle one of three rounds or more:
+// one fork of the same process on this 2-vCPU VM can take half again as long as the one before it
+// (8.8 ms after 14.7 ms, 13.2 after 8.7, in runs of these tests), whatever predicted it. Not in a TCG
+// guest, which keeps no time: forks there took 12.7 to 20.9 ms one after the other.
+void expect_freeze_held(const std::vector<PredictedFork>& rounds, const std::string& what) {
+  ASSERT_GE(rounds.size(), 3u);
+  std::vector<double> misses;  // each round's error over its bound
+  std::string all;
+  for (const auto& [prediction, fork] : rounds) {
+    const double freeze = prediction.at("predicted").at("fork_freeze_ms").at("value").get<double>();
+    const double froze = fork.at("fork_duration_us").get<double>() / 1e3;
+    misses.push_back(std::abs(freeze - froze) / std::max(froze * 0.5, 2.0));
+    all += fmt::format(" {:.2f} ms for {:.2f};", freeze, froze);
   }
+  std::sort(misses.begin(), misses.end());
+  std::cout << what << ": freeze predicted" << all << "\n";
+  EXPECT_LE(misses[misses.size() / 2], 1.0) << what << ": predicted" << all;
 }
 
 }  // namespace
@@ -234,8 +254,8 @@ TEST(Predict, VerdictAgainstARealMemoryCgroup) {
 
 // A full sync of three replicas over disk, predicted from the server's last BGSAVE under the same load
 // (the child of a disk sync writes the same RDB), then made: the three replicas attach at once and one
-// fork serves them. Bytes copied within 25% of the capture's count, freeze within 50% or 2 ms; the
-// replication buffer each replica needs is predicted, and the verdict made against the host.
+// fork serves them. Bytes copied within 25% of the capture's count; the replication buffer each
+// replica needs is predicted, and the verdict made against the host.
 TEST(Predict, NextFullSyncOfThreeReplicas) {
   REQUIRE_BPF();
   const int port = free_port();
@@ -249,13 +269,15 @@ TEST(Predict, NextFullSyncOfThreeReplicas) {
     return replicas.size() == 3 &&
            std::all_of(replicas.begin(), replicas.end(), [](const auto& x) { return x.state == "online"; });
   };
-  const auto [prediction, fork] = predict_then_save(
+  const auto made = predict_then_save(
       r, WritePattern::uniform, 1000000,
-      {"--seconds", "2", "--no-rehearsal", "--reason", "full_sync_disk", "--replicas", "3"}, [&] {
+      {"--seconds", "2", "--no-rehearsal", "--reason", "full_sync_disk", "--replicas", "3"}, 1, [&] {
         const std::vector<std::string> replica_of = {"--replicaof", "127.0.0.1", std::to_string(port)};
         RedisServer a(replica_of), b(replica_of), c(replica_of);
         EXPECT_TRUE(wait_until(all_online, 120s)) << r.info_field("connected_slaves");
       });
+  ASSERT_EQ(made.size(), 1u);
+  const auto& [prediction, fork] = made.front();
   ASSERT_TRUE(prediction.is_object());
   const auto& p = prediction.at("predicted");
   EXPECT_EQ(p.at("method"), "history");
@@ -264,7 +286,8 @@ TEST(Predict, NextFullSyncOfThreeReplicas) {
   EXPECT_NE(p.at("verdict"), "will_exceed") << p.dump();  // 24 GB of RAM against a GB
   ASSERT_TRUE(fork.is_object());
   EXPECT_EQ(fork.at("replicas").size(), 3u) << "one fork for the three replicas that asked at once: " << fork.dump();
-  expect_prediction_held(prediction, fork, "full sync of 3 replicas, history");
+  // The freeze is the process's fork() whatever the reason: held over three rounds by PredictPattern.
+  expect_copies_held(prediction, fork, "full sync of 3 replicas, history");
 }
 
 // Each write pattern's next BGSAVE predicted, then made and captured on the same load: by the
@@ -278,7 +301,7 @@ TEST_P(PredictPattern, NextBgsave) {
   REQUIRE_BPF();
   const bool guest = in_guest();
   // In a TCG guest everything runs ten times slower: half the keys save for a few seconds, long enough
-  // that the history's whole seconds of the child's life (s to s + 1) err by less than a quarter.
+  // that the history's whole seconds of the child's life (a 3.3 s save reads 3 or 4) err little.
   const uint64_t keys = guest ? 500000 : 1000000;
   RedisServer r({"--save", ""});
   // In steps (each makes the keys up to its count that are missing): one DEBUG POPULATE of them all
@@ -286,12 +309,17 @@ TEST_P(PredictPattern, NextBgsave) {
   for (uint64_t n = 100000; n <= keys; n += 100000) r.cmd({"DEBUG", "POPULATE", std::to_string(n), "key", "400"});
   const std::vector<std::string> args =
       guest ? std::vector<std::string>{"--seconds", "8"} : std::vector<std::string>{"--seconds", "2", "--no-rehearsal"};
-  const auto [prediction, fork] = predict_then_save(r, GetParam(), keys, args);
-  ASSERT_TRUE(prediction.is_object());
-  EXPECT_EQ(prediction.at("predicted").at("method"), guest ? "soft_dirty" : "history")
-      << prediction.at("rehearsal").dump();
-  expect_prediction_held(prediction, fork,
-                         std::string(write_pattern_name(GetParam())) + (guest ? ", soft_dirty" : ", history"));
+  // Three rounds on the host (the freeze is held in the middle one), one in the guest (two minutes).
+  const auto made = predict_then_save(r, GetParam(), keys, args, guest ? 1 : 3);
+  ASSERT_EQ(made.size(), guest ? 1u : 3u);
+  const std::string what = std::string(write_pattern_name(GetParam())) + (guest ? ", soft_dirty" : ", history");
+  for (const auto& [prediction, fork] : made) {
+    ASSERT_TRUE(prediction.is_object());
+    EXPECT_EQ(prediction.at("predicted").at("method"), guest ? "soft_dirty" : "history")
+        << prediction.at("rehearsal").dump();
+    expect_copies_held(prediction, fork, what);
+  }
+  if (!guest) expect_freeze_held(made, what);
 }
 
 INSTANTIATE_TEST_SUITE_P(Predict, PredictPattern,
