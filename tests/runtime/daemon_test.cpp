@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -376,8 +377,8 @@ TEST(Daemon, ForecastsTheNextForkFromTheLastAndItsHeadroom) {
   ASSERT_TRUE(d.wait_for(series("thptrace_rss_bytes", target), [](double v) { return v > 0; })) << d.proc().err();
   EXPECT_FALSE(metric_value(d.scrape(), series("thptrace_predicted_fork_freeze_seconds", target)))
       << "a forecast before any fork";
-  std::string s;
-  double predicted = 0, copies0 = 0, child0 = 0;
+  std::string s, all;
+  std::vector<double> misses;
   {
     WriteLoad load(redis, "key:", 1000000);
     const auto bgsave = [&](double n) {
@@ -395,20 +396,28 @@ TEST(Daemon, ForecastsTheNextForkFromTheLastAndItsHeadroom) {
     ASSERT_TRUE(freeze) << s;
     // The same fork's time, in ms then s on one side and s on the other: equal to the last bits.
     EXPECT_NEAR(*freeze, metric_value(s, series("thptrace_last_fork_duration_seconds", target)).value_or(0), 1e-9);
-    predicted = metric_value(s, series("thptrace_predicted_copy_bytes", target, "bgsave")).value_or(0);
-    ASSERT_GT(predicted, 0) << s;
     EXPECT_GT(metric_value(s, series("thptrace_predicted_child_lifetime_seconds", target, "bgsave")).value_or(0), 0);
-    copies0 = metric_value(s, series("thptrace_copies_total", target)).value_or(0);
-    child0 = metric_value(s, series("thptrace_child_cow_faults_total", target)).value_or(0);
-    bgsave(3);
-    s = d.scrape();
+    // Three rounds, each forecast held to the next BGSAVE: within 25% in the middle one (under a
+    // sanitizer one save copied 47.7 MB after one of 28.9 MB on the same load).
+    for (double n = 3; n <= 5; ++n) {
+      s = d.scrape();
+      const double predicted = metric_value(s, series("thptrace_predicted_copy_bytes", target, "bgsave")).value_or(0);
+      ASSERT_GT(predicted, 0) << s;
+      const double copies0 = metric_value(s, series("thptrace_copies_total", target)).value_or(0);
+      const double child0 = metric_value(s, series("thptrace_child_cow_faults_total", target)).value_or(0);
+      bgsave(n);
+      s = d.scrape();
+      const double copied = (metric_value(s, series("thptrace_copies_total", target)).value_or(0) - copies0 +
+                             metric_value(s, series("thptrace_child_cow_faults_total", target)).value_or(0) - child0) *
+                            4096;
+      ASSERT_GT(copied, 0) << s;
+      misses.push_back(std::abs(predicted - copied) / copied);
+      all += fmt::format(" {:.1f} MB for {:.1f};", predicted / 1e6, copied / 1e6);
+    }
   }
-  const double copied = (metric_value(s, series("thptrace_copies_total", target)).value_or(0) - copies0 +
-                         metric_value(s, series("thptrace_child_cow_faults_total", target)).value_or(0) - child0) *
-                        4096;
-  EXPECT_NEAR(predicted, copied, copied * 0.25) << "predicted " << predicted << ", the fork copied " << copied;
-  std::cout << "daemon forecast: predicted " << predicted << " bytes, the next fork copied " << copied << " ("
-            << (predicted - copied) / copied * 100 << "%)\n";
+  std::sort(misses.begin(), misses.end());
+  std::cout << "daemon forecast: predicted" << all << "\n";
+  EXPECT_LE(misses[1], 0.25) << "predicted" << all;
 
   // The limits: the need of a full sync now (the history is the last fork; the stream has no replica).
   s = d.scrape();
