@@ -114,11 +114,20 @@ uint32_t page_at_clear(uint64_t e) {
   return (e & kSwapped) ? 1 : 0;
 }
 
-bool copied_since_clear(uint32_t at_clear, uint64_t now) {
-  if (at_clear == 0 || !(now & kSoftDirty) || !(now & (kPresent | kSwapped))) return false;
-  // Swapped at one of the two reads: its frame is not known, the page was kept all along.
+namespace {
+
+// Whether a page backed at the clear is still the same page: backed now, in the same frame (swapped
+// at one of the two reads: its frame is not known, the page was kept all along).
+bool kept_since_clear(uint32_t at_clear, uint64_t now) {
+  if (at_clear == 0 || !(now & (kPresent | kSwapped))) return false;
   if (at_clear == 1 || !(now & kPresent)) return true;
   return page_at_clear(now) == at_clear;
+}
+
+}  // namespace
+
+bool copied_since_clear(uint32_t at_clear, uint64_t now) {
+  return (now & kSoftDirty) && kept_since_clear(at_clear, now);
 }
 
 bool soft_dirty_supported(std::string* why) {
@@ -194,8 +203,10 @@ std::optional<uint64_t> SoftDirtyCounter::count(std::string* why) {
       for (; it != backed_pages_.end() && *it < end; ++it) {
         const uint64_t now = entries[(*it - at) / page];
         const uint32_t then = backed_at_clear_[static_cast<size_t>(it - backed_pages_.begin())];
-        if (copied_since_clear(then, now)) ++dirty;
-        if (then == 1 || ((now & kPresent) && page_at_clear(now) == then) || (now & kSwapped)) ++kept;
+        if (kept_since_clear(then, now)) {
+          ++kept;
+          if (now & kSoftDirty) ++dirty;
+        }
       }
     });
     if (!r.held && kept >= kWholeMappingPages && dirty == kept && r.last * 2 < kept) {
