@@ -182,17 +182,25 @@ enum class WritePattern { uniform, hot, growing };
 const char* write_pattern_name(WritePattern p);
 
 // SETs of 400 bytes from one connection of `r` (any server with client()) until destroyed: the parent
-// keeps dirtying pages while its children live.
+// keeps dirtying pages while its children live. As fast as the server answers, or, with `per_second`,
+// at that rate (each write sent at its time, or at once when behind): clients of a server in
+// production send at the rate of their demand, which a fork does not slow, where a loop at full speed
+// writes less while the fork's copies and its child take the server's time.
 template <class Server>
 class WriteLoad {
  public:
   explicit WriteLoad(const Server& r, std::string prefix = "key:", uint64_t keys = 200000,
-                     WritePattern pattern = WritePattern::uniform)
-      : thread_([this, &r, prefix = std::move(prefix), keys, pattern] {
+                     WritePattern pattern = WritePattern::uniform, double per_second = 0)
+      : thread_([this, &r, prefix = std::move(prefix), keys, pattern, per_second] {
           auto c = r.client();
           uint64_t i = 0;
           const uint64_t cycle = pattern == WritePattern::hot ? std::max<uint64_t>(1, keys / 10) : keys;
+          const auto start = std::chrono::steady_clock::now();
           while (c && !stop_) {
+            if (per_second > 0)
+              std::this_thread::sleep_until(start +
+                                            std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                std::chrono::duration<double>(static_cast<double>(i) / per_second)));
             const std::string key = pattern == WritePattern::growing && i % 4 == 3
                                         ? prefix + "new:" + std::to_string(i++)
                                         : prefix + std::to_string(i++ % cycle);
