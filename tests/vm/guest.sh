@@ -299,5 +299,5 @@ if [ ! -s "$ctl/status" ]; then
   no_guest "the guest failed to boot or crashed before the command finished (qemu exit $vm_rc; see the console above)."
 fi
 rc=$(cat "$ctl/status")
-echo "$me: guest finished in $((SECONDS - start)) s, command exit status $rc" >&2
+echo "$me: $series guest ($tcg-threaded TCG) finished in $((SECONDS - start)) s, command exit status $rc" >&2
 exit "$rc"
