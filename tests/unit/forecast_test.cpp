@@ -67,6 +67,24 @@ TEST(Forecast, HistoryIsTheServersLastFork) {
   EXPECT_DOUBLE_EQ(small.fork_freeze_ms.high, 3);
 }
 
+// The save's RDB file gives its life to the millisecond, taken when it agrees with INFO's whole
+// seconds (the file is then that save's); a file from another save is left for the whole seconds.
+TEST(Forecast, LastSaveLifeFromItsRdbFileWhenItAgreesWithInfo) {
+  auto in = redis_of_512_mib();
+  in.last_rdb_seconds = 4;  // a save of 3.2 s can read 4
+  in.last_rdb_file_seconds = 3.2;
+  auto p = forecast::predict(in, correlate::Reason::bgsave);
+  EXPECT_EQ(p.child_lifetime_s.method, Method::history);
+  EXPECT_DOUBLE_EQ(p.child_lifetime_s.value, 3.2);
+  EXPECT_DOUBLE_EQ(p.child_lifetime_s.low, 3.2 * 0.75);
+  EXPECT_DOUBLE_EQ(p.child_lifetime_s.high, 3.2 * 1.25);
+  EXPECT_NE(p.child_lifetime_s.basis.find("RDB file"), std::string::npos) << p.child_lifetime_s.basis;
+  in.last_rdb_file_seconds = 9.5;  // an older save's file, or one touched since
+  p = forecast::predict(in, correlate::Reason::bgsave);
+  EXPECT_DOUBLE_EQ(p.child_lifetime_s.value, 4.0);
+  EXPECT_NE(p.child_lifetime_s.basis.find("whole seconds"), std::string::npos) << p.child_lifetime_s.basis;
+}
+
 TEST(Forecast, RehearsalCurveReadAtTheLifetimeAndExtendedPastItsEnd) {
   const std::vector<std::pair<double, uint64_t>> curve = {{1, 1000}, {2, 1500}, {3, 1800}, {4, 2000}};
   EXPECT_DOUBLE_EQ(forecast::dirty_pages_at(curve, 0.5, 1'000'000), 500);  // from (0, 0)

@@ -3,16 +3,19 @@
 // measures a Redis for S seconds without forking it and says what its next fork of that reason would
 // cost and whether the limits hold (forecast/forecast.h has the rules, docs/guide/predict.md the why).
 // The measurement: /proc (RSS, page tables), the memory cgroup, MemAvailable, Redis's INFO and CONFIG
-// (its last fork's figures, the replication stream's rate, the replica output buffer limit) and, where
-// the kernel tracks soft-dirty pages, a rehearsal of the fork's copies (proc/soft_dirty.h).
+// (its last fork's figures, the replication stream's rate, the replica output buffer limit), the times
+// of the RDB file its last save wrote (that save's life to the ms) and, where the kernel tracks
+// soft-dirty pages, a rehearsal of the fork's copies (proc/soft_dirty.h).
 #include <fmt/core.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include "cli/capture.h"
@@ -26,6 +29,7 @@
 #include "common/text.h"
 #include "forecast/report.h"
 #include "proc/cgroup.h"
+#include "proc/foreign_file.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
 #include "proc/soft_dirty.h"
@@ -167,6 +171,32 @@ forecast::Rehearsal start_rehearsal(const PredictOptions& o, pid_t pid, const fo
   return rh;
 }
 
+// The life of the save that wrote the server's RDB file, from the file's birth (the child creates it
+// as it starts) to its change time (the rename when done), when the file was renamed within 2 s of
+// the last successful save INFO gives (rdb_last_save_time): nullopt otherwise, or where the filesystem
+// keeps no birth time. The file is found in the server's own root (a container's too); its name
+// comes from the server, so it is taken only as an absolute directory and a plain file name.
+std::optional<double> rdb_file_seconds(pid_t pid, const std::map<std::string, std::string>& config,
+                                       std::optional<int64_t> last_save_time) {
+  const auto dir = config.find("dir"), name = config.find("dbfilename");
+  if (!last_save_time || dir == config.end() || name == config.end()) return std::nullopt;
+  const std::string& d = dir->second;
+  const std::string& n = name->second;
+  if (d.empty() || d.front() != '/' || d.size() > 4096 || n.empty() || n.size() > 255 ||
+      n.find('/') != std::string::npos || n == "." || n == ".." || d.find('\0') != std::string::npos ||
+      n.find('\0') != std::string::npos)
+    return std::nullopt;
+  std::string why;
+  const auto times = proc::process_file_times(pid, d + "/" + n, &why);
+  if (!times) {
+    log::debug("predict: no save time from the RDB file: {}", why);
+    return std::nullopt;
+  }
+  if (std::abs(times->change_s - static_cast<double>(*last_save_time)) > 2 || times->change_s < times->birth_s)
+    return std::nullopt;
+  return times->change_s - times->birth_s;
+}
+
 // What the server says of itself: its last fork and save, its replication settings, into the report
 // and the forecast's inputs. Returns repl-diskless-sync ("" when unknown).
 std::string read_server(redis::Client& client, const redis::InfoMap& info, const std::string& address,
@@ -178,7 +208,8 @@ std::string read_server(redis::Client& client, const redis::InfoMap& info, const
   x.latest_fork_usec = info_count(info, "latest_fork_usec");
   x.rdb_last_cow_size = info_count(info, "rdb_last_cow_size");
   x.rdb_last_bgsave_time_sec = info_count(info, "rdb_last_bgsave_time_sec");
-  const auto config = client.config_get({"repl-diskless-sync", "client-output-buffer-limit", "maxmemory"});
+  const auto config =
+      client.config_get({"repl-diskless-sync", "client-output-buffer-limit", "maxmemory", "dir", "dbfilename"});
   if (const auto it = config.find("repl-diskless-sync"); it != config.end())
     x.repl_diskless_sync = redis::printable(it->second, 16);
   if (const auto it = config.find("maxmemory"); it != config.end()) {
@@ -198,7 +229,10 @@ std::string read_server(redis::Client& client, const redis::InfoMap& info, const
   if (x.latest_fork_usec && *x.latest_fork_usec > 0) in.last_fork_usec = static_cast<double>(*x.latest_fork_usec);
   if (x.rdb_last_cow_size && *x.rdb_last_cow_size > 0)
     in.last_rdb_cow_bytes = static_cast<uint64_t>(*x.rdb_last_cow_size);
-  if (x.rdb_last_bgsave_time_sec) in.last_rdb_seconds = static_cast<double>(*x.rdb_last_bgsave_time_sec);
+  if (x.rdb_last_bgsave_time_sec) {
+    in.last_rdb_seconds = static_cast<double>(*x.rdb_last_bgsave_time_sec);
+    in.last_rdb_file_seconds = rdb_file_seconds(r.pid, config, info_count(info, "rdb_last_save_time"));
+  }
   std::string diskless = x.repl_diskless_sync;
   r.redis = std::move(x);
   return diskless;

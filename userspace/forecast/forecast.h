@@ -51,6 +51,10 @@ struct Inputs {
   std::optional<double> last_fork_usec;
   std::optional<uint64_t> last_rdb_cow_bytes;
   std::optional<double> last_rdb_seconds;  // rdb_last_bgsave_time_sec: whole seconds
+  // The same save's life to the millisecond where its RDB file says it: the child creates the file
+  // when it starts and renames it when done (its birth and change times, statx). Used when it agrees
+  // with the whole seconds above, which tells it is the file of that save.
+  std::optional<double> last_rdb_file_seconds;
   // Bytes a second written into the replication stream over the measurement (master_repl_offset).
   double repl_bytes_per_s = 0;
   std::string repl_rate_basis = "unknown";  // the INFO field it came from

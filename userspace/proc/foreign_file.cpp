@@ -110,6 +110,27 @@ ForeignFile open_process_file(pid_t pid, const std::string& path, uint64_t max_b
   return open_in_root(root.get(), path, max_bytes);
 }
 
+std::optional<FileTimes> process_file_times(pid_t pid, const std::string& path, std::string* error) {
+  const auto file = open_process_file(pid, path, UINT64_MAX);
+  if (!file.fd) {
+    if (error) *error = file.error;
+    return std::nullopt;
+  }
+  struct statx st = {};
+  if (::statx(file.fd.get(), "", AT_EMPTY_PATH, STATX_BTIME | STATX_CTIME, &st) != 0) {
+    if (error) *error = "statx: " + errno_text(errno);
+    return std::nullopt;
+  }
+  if (!(st.stx_mask & STATX_BTIME) || !(st.stx_mask & STATX_CTIME) || st.stx_btime.tv_sec == 0) {
+    if (error) *error = "its filesystem keeps no birth time";
+    return std::nullopt;
+  }
+  const auto seconds = [](const struct statx_timestamp& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
+  };
+  return FileTimes{seconds(st.stx_btime), seconds(st.stx_ctime)};
+}
+
 FileFd open_process_socket(pid_t pid, const std::string& path, std::string* error) {
   const std::string root_path = "/proc/" + std::to_string(pid) + "/root";
   FileFd root(::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
