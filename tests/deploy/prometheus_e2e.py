@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 """A real Prometheus scrapes a real `thptrace daemon` watching a real redis-server through BGSAVE, a
-full sync and an AOF rewrite; then every PromQL expression of the Grafana dashboard (panels and
-annotations, variables substituted) and every recording rule must return at least one series through
-the Prometheus HTTP API.
+full sync and AOF rewrites (the AOF turned on with appendfsync always); then every PromQL expression
+of the Grafana dashboard (panels and annotations, variables substituted) and every recording rule must
+return at least one series through the Prometheus HTTP API.
 
 usage: prometheus_e2e.py THPTRACE_BINARY
 Needs root (BPF). Skips without it, fails instead when THPTRACE_REQUIRE_BPF=1. Everything it starts
@@ -121,7 +121,8 @@ def main():
         wait_until(lambda: redis_cli(rport, "ping").strip() == "PONG", 10, "redis")
         redis_cli(rport, "debug", "populate", "200000", "key", "400")
         target = f"127.0.0.1:{rport}"
-        daemon = start([binary, "daemon", "--listen", f"127.0.0.1:{dport}", "--redis", target])
+        # --disk on: this host's kernel loads no fentry, where `auto` turns the fsync tracing on.
+        daemon = start([binary, "daemon", "--listen", f"127.0.0.1:{dport}", "--redis", target, "--disk", "on"])
         with open(os.path.join(tmp, "prometheus.yml"), "w") as f:
             yaml.safe_dump({
                 "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
@@ -148,6 +149,13 @@ def main():
         replica = start(["redis-server", "--bind", "127.0.0.1", "--port", str(replica_port), "--dir", replica_dir,
                          "--save", "", "--appendonly", "no", "--replicaof", "127.0.0.1", str(rport)])
         wait_until(lambda: info(replica_port, "master_link_status") == "up", 60, "full sync")
+        # The AOF on, each write synced by the event loop (appendfsync always), so that the disk
+        # family's fsync and AOF-write series exist, idle and during the rewrite below; turning it on
+        # makes a rewrite of its own first.
+        redis_cli(rport, "config", "set", "appendfsync", "always")
+        redis_cli(rport, "config", "set", "appendonly", "yes")
+        wait_until(lambda: info(rport, "aof_rewrite_in_progress") == "0" and info(rport, "aof_rewrite_scheduled") == "0"
+                   and info(rport, "aof_enabled") == "1", 60, "the first AOF rewrite")
         time.sleep(2)
         redis_cli(rport, "bgrewriteaof")
         wait_until(lambda: info(rport, "aof_rewrite_in_progress") == "0" and info(rport, "aof_rewrite_scheduled") == "0", 60, "aof rewrite")
