@@ -21,6 +21,7 @@
 #include <fmt/core.h>
 
 #include "forecast/forecast.h"
+#include "forecast/report.h"
 #include "harness.h"
 #include "proc/soft_dirty.h"
 
@@ -106,6 +107,37 @@ TEST(Predict, RehearsalCountsThePagesAKnownWriterWrote) {
   EXPECT_LE(pages, static_cast<uint64_t>(kWrites) + 64) << r.dump();
   EXPECT_EQ(j.at("predicted").at("method"), "soft_dirty");
   ASSERT_TRUE(writer.wait_stderr_line("written", 10s));
+}
+
+// The main thread's share of a CPU over the measurement, against processes whose answer is known: a
+// shell spinning in a loop uses a whole CPU (near saturation, said in the text), a writer waiting for
+// a signal none.
+TEST(Predict, MainThreadCpuOfABusyAndAnIdleProcess) {
+  Process busy({"/bin/bash", "-c", "while :; do :; done"});
+  Process idle({DIRTY_PAGES_BIN, "100", "1", "0"});
+  ASSERT_TRUE(idle.wait_stderr_line("ready", 10s)) << idle.err();
+  for (const auto* p : {&busy, &idle}) {
+    const std::string dir = make_temp_dir("thptrace-predict-");
+    Process predict({thptrace_bin(), "predict", "--pid", std::to_string(p->pid()), "--seconds", "2", "--no-rehearsal",
+                     "--json", dir + "/p.json"});
+    ASSERT_EQ(predict.wait(60s), 0) << predict.err();
+    const auto j = read_prediction(dir + "/p.json");
+    std::filesystem::remove_all(dir);
+    const auto& cpu = j.at("target").at("main_thread_cpu");
+    ASSERT_TRUE(cpu.is_number()) << j.at("target").dump();
+    const std::string text = predict.out();
+    if (p == &busy) {
+      // A whole CPU, less what other work on this 2-CPU machine takes from it.
+      EXPECT_GE(cpu.get<double>(), 0.5) << text;
+      EXPECT_LE(cpu.get<double>(), 1.05) << text;
+      if (cpu.get<double>() >= forecast::kSaturatedCpu) {
+        EXPECT_NE(text.find("near saturation"), std::string::npos) << text;
+      }
+    } else {
+      EXPECT_LE(cpu.get<double>(), 0.05) << text;
+      EXPECT_EQ(text.find("near saturation"), std::string::npos) << text;
+    }
+  }
 }
 
 namespace {

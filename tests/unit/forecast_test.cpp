@@ -200,4 +200,15 @@ TEST(Forecast, ReportKeysAndText) {
   EXPECT_NE(text.find("fork freeze"), std::string::npos) << text;
   EXPECT_NE(text.find("not run: this kernel does not track"), std::string::npos) << text;
   EXPECT_NE(text.find("verdict: fits"), std::string::npos) << text;
+  EXPECT_TRUE(j.at("target").at("main_thread_cpu").is_null());
+  EXPECT_EQ(text.find("main thread:"), std::string::npos) << text;
+  // An event loop busy 95% of a CPU cannot write faster during the fork: the copies are a bound.
+  r.main_thread_cpu = 0.95;
+  EXPECT_DOUBLE_EQ(forecast::to_json(r).at("target").at("main_thread_cpu").get<double>(), 0.95);
+  const auto busy = forecast::to_text(r);
+  EXPECT_NE(busy.find("main thread: 95% of a CPU while measured; near saturation"), std::string::npos) << busy;
+  EXPECT_NE(busy.find("upper bound"), std::string::npos) << busy;
+  r.main_thread_cpu = 0.3;
+  const auto idle = forecast::to_text(r);
+  EXPECT_NE(idle.find("main thread: 30% of a CPU while measured\n"), std::string::npos) << idle;
 }

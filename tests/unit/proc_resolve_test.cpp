@@ -78,7 +78,7 @@ TEST(SocketLink, ParsesOnlySockets) {
   EXPECT_FALSE(parse_socket_link("/dev/null"));
 }
 
-TEST(Stat, StartTimeEvenWithParenthesesInTheName) {
+TEST(Stat, StartAndCpuTimeEvenWithParenthesesInTheName) {
   const std::string rest =
       " S 19097 19110 19110 0 -1 4194560 1900 0 0 0 97 99 0 0 20 0 5 0 105688 62259200 3069 "
       "18446744073709551615 94366240038912 94366241181373 140729473453456 0 0 0 0 12289 17642 0 0 0 17 1 0";
@@ -86,6 +86,10 @@ TEST(Stat, StartTimeEvenWithParenthesesInTheName) {
   EXPECT_EQ(parse_stat_start_ticks("19110 (a) b) (c)" + rest), 105688u);
   EXPECT_FALSE(parse_stat_start_ticks("19110 (x) S 1 2"));
   EXPECT_FALSE(parse_stat_start_ticks("garbage"));
+  // utime (97) and stime (99), fields 14 and 15.
+  EXPECT_EQ(parse_stat_cpu_ticks("19110 (a) b) (c)" + rest), 196u);
+  EXPECT_FALSE(parse_stat_cpu_ticks("19110 (x) S 1 2 3 4 5 6 7 8 9 10"));
+  EXPECT_FALSE(parse_stat_cpu_ticks("19110 (x) S 1 2 3 4 5 6 7 8 9 10 11 -12"));
 }
 
 TEST(Uptime, FirstNumber) {

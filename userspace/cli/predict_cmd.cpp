@@ -31,6 +31,7 @@
 #include "proc/cgroup.h"
 #include "proc/foreign_file.h"
 #include "proc/proc.h"
+#include "proc/resolve.h"
 #include "proc/sampler.h"
 #include "proc/soft_dirty.h"
 #include "redis/client.h"
@@ -279,6 +280,7 @@ int predict_main(int argc, char** argv) {
   }
   const auto info_start = info_of(client.get());
   const double start_s = monotonic_s();
+  const auto cpu_start = proc::thread_cpu_seconds(pid, pid);
   std::string diskless;
   if (info_start) diskless = read_server(*client, *info_start, redis_setup->address.str(), r);
   correlate::Reason reason = correlate::Reason::bgsave;
@@ -312,6 +314,8 @@ int predict_main(int argc, char** argv) {
     if (monotonic_s() - start_s >= o.seconds) break;
   }
   r.measured_s = monotonic_s() - start_s;
+  if (const auto cpu_end = proc::thread_cpu_seconds(pid, pid); cpu_start && cpu_end && r.measured_s > 0)
+    r.main_thread_cpu = std::max(0.0, *cpu_end - *cpu_start) / r.measured_s;
   if (const auto info_end = info_of(client.get()); info_start && info_end && r.measured_s > 0) {
     // The replication stream's rate; without a replica (no backlog yet, the offset stands still) the
     // bytes clients sent stand in for it: an upper bound, reads included.

@@ -39,6 +39,13 @@ std::string to_text(const PredictReport& r) {
                                : std::string(", no memory cgroup limit");
   if (in.mem_available_bytes) out += ", host MemAvailable " + mib(static_cast<double>(*in.mem_available_bytes));
   out += "\n";
+  if (r.main_thread_cpu) {
+    out += fmt::format("main thread: {:.0f}% of a CPU while measured", *r.main_thread_cpu * 100);
+    out += *r.main_thread_cpu >= kSaturatedCpu
+               ? "; near saturation, it cannot keep this pace while a fork's copies take its time too: the "
+                 "copies predicted are an upper bound\n"
+               : "\n";
+  }
   if (r.redis) {
     const auto& x = *r.redis;
     out += fmt::format(
@@ -99,7 +106,7 @@ std::string to_text(const PredictReport& r) {
 ordered_json to_json(const PredictReport& r) {
   ordered_json j;
   j["thptrace_version"] = r.version;
-  j["target"] = {{"pid", r.pid}, {"comm", text::valid_utf8(r.comm)}};
+  j["target"] = {{"pid", r.pid}, {"comm", text::valid_utf8(r.comm)}, {"main_thread_cpu", or_null(r.main_thread_cpu)}};
   j["measured_s"] = r.measured_s;
   const auto& in = r.inputs;
   j["memory"] = {{"rss_bytes", in.rss_bytes},

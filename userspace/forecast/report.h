@@ -33,11 +33,17 @@ struct RedisFacts {
   std::optional<int64_t> latest_fork_usec, rdb_last_cow_size, rdb_last_bgsave_time_sec, maxmemory;
 };
 
+// A main thread busy this share of a CPU or more is said to be near saturation.
+inline constexpr double kSaturatedCpu = 0.9;
+
 struct PredictReport {
   std::string version;
   pid_t pid = 0;
   std::string comm;
   double measured_s = 0;
+  // The share of one CPU the process's main thread (Redis's event loop) used over the measurement:
+  // near 1 it could not write faster during a fork, when the copies' faults take its time too.
+  std::optional<double> main_thread_cpu;
   Inputs inputs;
   Rehearsal rehearsal;
   std::optional<RedisFacts> redis;

@@ -177,15 +177,27 @@ std::optional<uint64_t> parse_socket_link(std::string_view target) {
   return inode;
 }
 
-std::optional<uint64_t> parse_stat_start_ticks(std::string_view stat) {
-  // "pid (comm) state ppid ...": fields counted after the last ')', which ends comm whatever it holds.
+namespace {
+
+// Field `n` (1-based, n >= 3) of a /proc/PID/stat line as a number: "pid (comm) state ppid ...", the
+// fields counted after the last ')', which ends comm whatever it holds.
+std::optional<uint64_t> stat_field(std::string_view stat, size_t n) {
   const auto close = stat.rfind(')');
-  if (close == std::string_view::npos) return std::nullopt;
-  const auto f = split_ws(stat.substr(close + 1));
-  // f[0] is field 3 (state): field 22 is f[19].
-  uint64_t ticks = 0;
-  if (f.size() < 20 || !dec_number(f[19], ticks)) return std::nullopt;
-  return ticks;
+  if (close == std::string_view::npos || n < 3) return std::nullopt;
+  const auto f = split_ws(stat.substr(close + 1));  // f[0] is field 3 (state)
+  uint64_t v = 0;
+  if (f.size() < n - 2 || !dec_number(f[n - 3], v)) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+std::optional<uint64_t> parse_stat_start_ticks(std::string_view stat) { return stat_field(stat, 22); }
+
+std::optional<uint64_t> parse_stat_cpu_ticks(std::string_view stat) {
+  const auto utime = stat_field(stat, 14), stime = stat_field(stat, 15);
+  if (!utime || !stime) return std::nullopt;
+  return *utime + *stime;
 }
 
 std::optional<double> parse_uptime(std::string_view text) {
@@ -295,6 +307,14 @@ std::optional<double> process_age_s(pid_t pid) {
   const long hz = ::sysconf(_SC_CLK_TCK);
   if (!ticks || !now || hz <= 0) return std::nullopt;
   return *now - static_cast<double>(*ticks) / static_cast<double>(hz);
+}
+
+std::optional<double> thread_cpu_seconds(pid_t pid, pid_t tid) {
+  const auto stat = read_file(fmt::format("/proc/{}/task/{}/stat", pid, tid));
+  const auto ticks = stat ? parse_stat_cpu_ticks(*stat) : std::nullopt;
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  if (!ticks || hz <= 0) return std::nullopt;
+  return static_cast<double>(*ticks) / static_cast<double>(hz);
 }
 
 Resolution resolve_server(const ServerClaim& claim) {

@@ -55,6 +55,8 @@ std::optional<uint64_t> parse_socket_link(std::string_view target);
 // Field 22 of /proc/PID/stat (start time, clock ticks after boot); the name in field 2 may hold
 // spaces and parentheses.
 std::optional<uint64_t> parse_stat_start_ticks(std::string_view stat);
+// Fields 14 and 15 of a /proc/PID[/task/TID]/stat line summed (utime + stime, clock ticks).
+std::optional<uint64_t> parse_stat_cpu_ticks(std::string_view stat);
 // The first number of /proc/uptime, seconds.
 std::optional<double> parse_uptime(std::string_view text);
 // The local (host) IPv4 addresses of a network namespace from its /proc/PID/net/fib_trie, loopback
@@ -98,6 +100,8 @@ std::vector<uint64_t> socket_inodes(pid_t pid);
 std::vector<Endpoint> listening_endpoints(pid_t pid);
 // Seconds since pid started; nullopt when unreadable.
 std::optional<double> process_age_s(pid_t pid);
+// The CPU time thread tid of process pid has used, seconds.
+std::optional<double> thread_cpu_seconds(pid_t pid, pid_t tid);
 
 // An address from our network namespace that reaches the server pid listens as, or nullopt:
 // its own listening address when it shares our network namespace (a wildcard becomes loopback),
