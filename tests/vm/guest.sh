@@ -257,7 +257,11 @@ done
 # under TCG and change nothing the tests look at. -nographic is spelled out as -display none and a
 # serial chardev on stdio because -nographic also makes SeaBIOS write screen-clearing escapes to the
 # serial console. The console goes to stderr so that stdout carries only the command's output, and to
-# $ctl/console for the crash check below.
+# $ctl/console for the crash check below. softlockup_panic: a CPU stuck in the kernel for a minute
+# (watchdog_thresh=30 doubled) panics the guest, which the crash check below retries, where it would
+# otherwise hang until the timeout: under multi-threaded TCG the 6.1 guest once hung with both vCPUs
+# stuck in the kernel for 9 minutes (a thptrace process on one, redis-server on the other; `quiet`
+# hid the stacks, a panic prints the stuck CPU's), where 6.12 oopsed at live code-patching sites.
 boot() {
   start=$SECONDS
   : >"$ctl/stdout"
@@ -268,7 +272,7 @@ boot() {
     -display none -vga none -monitor none -no-reboot -nic none \
     -chardev "stdio,id=console,signal=off,logfile=$ctl/console" -serial chardev:console \
     -kernel "$kernel" -initrd "$initrd" \
-    -append "console=ttyS0 quiet panic=-1 mitigations=off" \
+    -append "console=ttyS0 quiet panic=-1 mitigations=off softlockup_panic=1 watchdog_thresh=30" \
     "${virtfs[@]}" </dev/null >&2 &
   vm_pid=$!
   # The guest writes straight through 9p into these host files; tail streams them live and, with --pid,
@@ -288,8 +292,8 @@ boot() {
   fi
 }
 boot
-# A guest kernel that oopses under TCG (6.12 under multi-threaded TCG did, see --tcg above; 5.10 and
-# 6.1 never have) ends the run with no status. Such a crash gets one more boot, said out loud, so that
+# A guest kernel that oopses or locks up under TCG (6.12 under multi-threaded TCG oopsed, see --tcg
+# above; 6.1 locked up once; 5.10 never has) ends the run with no status. Such a crash gets one more boot, said out loud, so that
 # a qemu race does not fail the matrix; a crash the command causes crashes the second boot too.
 if [ ! -s "$ctl/status" ] && grep -qE 'Kernel panic|Oops' "$ctl/console"; then
   echo "$me: the guest kernel crashed (console above; qemu exit $vm_rc); running the command once more in a fresh guest." >&2
