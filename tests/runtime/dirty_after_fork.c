@@ -4,7 +4,7 @@
  * to each of the N pages in the parent: exactly N copy-on-write faults on present pages (plus the
  * handful of stack and libc pages the parent touches after fork).
  *
- * usage: dirty_after_fork PAGES CHILD_MS [thp|4k] [timing] [read] [threads=T]
+ * usage: dirty_after_fork PAGES CHILD_MS [thp|4k] [timing] [read] [threads=T] [linger=MS]
  * With "thp" the region is 2 MiB aligned and madvise(MADV_HUGEPAGE)d. With "read" the parent does
  * not write the pages itself: it read()s one page from /dev/zero into each, so the kernel takes each
  * copy-on-write fault in kernel mode (copy_to_user), as when Redis reads a query into a buffer it
@@ -14,7 +14,9 @@
  * and frees as much memory as the copies will take, then says "warm" and waits for a second line
  * before it forks (tests/bench/bpf_cost.sh). With "threads=T" (T > 1) T threads of the parent, started
  * before the fork and waiting on a barrier, each dirty a contiguous share of the pages after it: the
- * same N faults, taken on as many CPUs at once as the machine gives. */
+ * same N faults, taken on as many CPUs at once as the machine gives. With "linger=MS" the child lives
+ * MS more after the parent's last write, so that a reader of the counters that runs late on a busy
+ * host still reads every copy inside the child's life (timeline_test.cpp). */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
@@ -35,6 +37,7 @@
 static char *buf;
 static size_t pages;
 static long threads = 1;
+static long linger_ms;
 static pthread_barrier_t start_line;
 
 /* One writer's share of the pages: [pages * t / threads, pages * (t + 1) / threads). */
@@ -66,6 +69,8 @@ int main(int argc, char **argv)
 		by_read |= strcmp(argv[i], "read") == 0;
 		if (strncmp(argv[i], "threads=", 8) == 0)
 			threads = strtol(argv[i] + 8, NULL, 10);
+		if (strncmp(argv[i], "linger=", 7) == 0)
+			linger_ms = strtol(argv[i] + 7, NULL, 10);
 	}
 	if (threads < 1 || threads > MAX_THREADS || (threads > 1 && by_read)) {
 		fprintf(stderr, "%s: threads=T takes 1 to %d and does not go with read\n", argv[0], MAX_THREADS);
@@ -181,6 +186,10 @@ int main(int argc, char **argv)
 		printf("dirty_ns %lld\n",
 		       (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
 		fflush(stdout);
+	}
+	if (linger_ms > 0) {
+		struct timespec ts = {linger_ms / 1000, (linger_ms % 1000) * 1000000L};
+		nanosleep(&ts, NULL);
 	}
 	close(done_pipe[1]);
 	waitpid(child, NULL, 0);

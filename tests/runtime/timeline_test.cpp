@@ -66,7 +66,9 @@ TEST(CaptureTimeline, KnownFaultsInTheirForkWindowDrawnWhereTheForkWas) {
   REQUIRE_BPF();
   const std::string dir = make_temp_dir("thptrace-timeline-");
   const std::string json = dir + "/report.json", svg_path = dir + "/timeline.svg";
-  Process work({workload_bin(), std::to_string(kPages), "600", "4k"});
+  // The child lives 300 ms past the last write: the counters are read every 10 ms by a thread that a
+  // busy host can run late, and a copy counts in the bucket of the read that saw it.
+  Process work({workload_bin(), std::to_string(kPages), "600", "4k", "linger=300"});
   ASSERT_TRUE(work.wait_stdout_line("ready", 20s)) << work.err();
   Process tracer(
       {thptrace_bin(), "--pid", std::to_string(work.pid()), "--duration", "30", "--json", json, "--svg", svg_path});
