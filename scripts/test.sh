@@ -1,20 +1,101 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The README's test command: installs the dependencies, builds, and runs every test (unit tests,
-# runtime tests that load the real BPF programs and start real redis-server processes, and the
-# deployment checks) after the lint of the changed lines. Needs root for the runtime tests; with
-# THPTRACE_REQUIRE_BPF=1 a test that cannot load BPF fails instead of skipping. Then the fuzzers run
-# over their committed corpora (FUZZ_SECONDS each, here 10) and the unit and runtime tests run
-# again under ASan+UBSan.
+# The README's test command: installs the dependencies, builds, lints the changed lines, and runs every
+# test: unit tests and deployment checks; runtime tests that load the real BPF programs and start real
+# redis-server processes (and a real Prometheus); the kernel matrix in qemu guests; the fuzzers over
+# their committed corpora (FUZZ_SECONDS each, here 10); the unit tests and the capture and daemon
+# runtime tests again under ASan+UBSan. Needs root; with THPTRACE_REQUIRE_BPF=1 a test that cannot
+# load BPF fails instead of skipping. Ends with a table of each stage's wall time, also on failure.
+#
+# While the host's runtime tests and the kernel matrix run, the ASan+UBSan build (one compile job)
+# and then the fuzzers (one core) run beside them: a CPU-bound neighbour such as every Redis host has,
+# which the runtime tests must pass beside, and CPU time the tests leave idle while they wait on
+# servers and guests. Each stage's time: docs/development/tests.md, "Where the time goes".
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${THPTRACE_BUILD_DIR:-$root/build}
-bash "$root/scripts/install-deps.sh"
-bash "$root/scripts/build.sh" -DTHPTRACE_BUILD_TESTS=ON
+logs=$build/logs
+
+names=()
+seconds=()
+results=()
+run_start=$(date +%s)
+
+# Records one stage's wall time and result for the table.
+record() {
+  names+=("$1")
+  seconds+=("$2")
+  results+=("$3")
+}
+
+table() {
+  local rc=$? i
+  [ -z "${beside:-}" ] || kill -- "-$beside" 2>/dev/null || true  # its process group
+  echo
+  echo "== stages (wall time)"
+  printf '%-34s %7s  %s\n' stage seconds result
+  for i in "${!names[@]}"; do
+    printf '%-34s %7s  %s\n' "${names[$i]}" "${seconds[$i]}" "${results[$i]}"
+  done
+  printf '%-34s %7s  %s\n' "total" "$(($(date +%s) - run_start))" "$([ "$rc" -eq 0 ] && echo passed || echo FAILED)"
+}
+trap table EXIT
+
+# stage NAME COMMAND...: runs COMMAND in the foreground; a failure ends the run (after the table).
+stage() {
+  local name=$1 t0 rc=0
+  shift
+  echo "== $name"
+  t0=$(date +%s)
+  "$@" || rc=$?
+  record "$name" "$(($(date +%s) - t0))" "$([ "$rc" -eq 0 ] && echo passed || echo "FAILED ($rc)")"
+  return "$rc"
+}
+
+# timed NAME COMMAND...: runs COMMAND, appends "NAME|seconds|result" to $times; its exit status.
+times=$logs/stages.times
+timed() {
+  local name=$1 t0 rc=0
+  shift
+  t0=$(date +%s)
+  "$@" || rc=$?
+  echo "$name|$(($(date +%s) - t0))|$([ "$rc" -eq 0 ] && echo passed || echo "FAILED ($rc)")" >>"$times"
+  return "$rc"
+}
+
+mkdir -p "$logs"
+rm -f "$times"
+stage "install dependencies" bash "$root/scripts/install-deps.sh"
+stage "build" bash "$root/scripts/build.sh" -DTHPTRACE_BUILD_TESTS=ON
+
+# Beside the host's tests: the ASan+UBSan build at one compile job, then the fuzzers (one core), in
+# the background, their output in $logs/beside.log (printed when they end). In a process group of
+# their own (job control on for this one start), so that a failed run stops them all.
+set -m
+(
+  timed "ASan+UBSan build (1 job, beside)" env JOBS=1 bash "$root/scripts/sanitize.sh" build &&
+    timed "fuzzers (beside)" env FUZZ_SECONDS="${FUZZ_SECONDS:-10}" FUZZ_JOBS=1 bash "$root/tests/fuzz/run.sh"
+) >"$logs/beside.log" 2>&1 &
+beside=$!
+set +m
+echo "== ASan+UBSan build, then the fuzzers: beside the stages below (log: $logs/beside.log)"
+
+# A failure in the foreground is reported after the background has ended too.
+status=0
 # Formatting, clang-tidy and comment style of what the last change touched (scripts/lint.sh).
-THPTRACE_BUILD_DIR=$build bash "$root/scripts/lint.sh"
-(cd "$build" && ctest --output-on-failure --timeout 1800)
-# Ten seconds a target: the committed corpora are replayed whole first, which is what catches a
-# regression; longer fuzzing belongs to a run of its own (FUZZ_SECONDS).
-FUZZ_SECONDS=${FUZZ_SECONDS:-10} bash "$root/tests/fuzz/run.sh"
-bash "$root/scripts/sanitize.sh"
+stage "lint" env THPTRACE_BUILD_DIR="$build" bash "$root/scripts/lint.sh" || status=1
+stage "unit tests, deploy checks" bash -c "cd '$build' && ctest --output-on-failure -L 'unit|deploy' -j2" || status=1
+stage "runtime tests" bash -c "cd '$build' && ctest --output-on-failure -L runtime --timeout 1800" || status=1
+stage "kernel matrix" bash -c "cd '$build' && ctest --output-on-failure -L vm" || status=1
+t0=$(date +%s)
+wait "$beside" || status=1
+beside=
+record "(waiting for the background)" "$(($(date +%s) - t0))" "-"
+echo "== ASan+UBSan build, then the fuzzers (log)"
+cat "$logs/beside.log"
+if [ -f "$times" ]; then
+  while IFS='|' read -r n s r; do record "$n" "$s" "$r"; done <"$times"
+fi
+[ "$status" -eq 0 ]
+
+stage "ASan+UBSan tests" bash "$root/scripts/sanitize.sh" test

@@ -8,7 +8,8 @@
 # target, then "N passed, M failed"; exits non-zero when a target failed or the build did.
 #
 # Environment: FUZZ_SECONDS (per target, default 20), FUZZ_BUILD_DIR (default <repo>/build-fuzz),
-# FUZZ_JOBS (build parallelism, default 2), FUZZ_TARGETS (space-separated subset, default all),
+# FUZZ_JOBS (build parallelism, default 2), FUZZ_PARALLEL (targets fuzzed at once, default 1),
+# FUZZ_BUILD_ONLY=1 (build the targets and stop), FUZZ_TARGETS (space-separated subset, default all),
 # FUZZ_ARTIFACTS (where failing inputs are kept, default $FUZZ_BUILD_DIR/artifacts),
 # FUZZ_MAX_LEN (longest input tried, bytes, default 1 MiB: a quadratic parser shows on long inputs),
 # FUZZ_FLAGS (more libFuzzer flags, e.g. -len_control=0 to try long inputs from the start).
@@ -23,6 +24,7 @@ root=$(cd "$here/../.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=${FUZZ_SECONDS:-20}
 jobs=${FUZZ_JOBS:-2}
+parallel=${FUZZ_PARALLEL:-1}
 artifacts=${FUZZ_ARTIFACTS:-$build/artifacts}
 max_len=${FUZZ_MAX_LEN:-1048576}
 read -r -a extra_flags <<<"${FUZZ_FLAGS:-}"
@@ -44,6 +46,10 @@ if ! cmake --build "$build" -j"$jobs" >"$build/build.log" 2>&1; then
   echo "run.sh: building the fuzz targets failed (log: $build/build.log)" >&2
   exit 1
 fi
+if [ "${FUZZ_BUILD_ONLY:-0}" = 1 ]; then
+  echo "built the fuzz targets in $build"
+  exit 0
+fi
 
 if [ -n "${FUZZ_TARGETS:-}" ]; then
   read -r -a targets <<<"$FUZZ_TARGETS"
@@ -63,15 +69,15 @@ trap 'rm -rf "$work"' EXIT
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
-passed=0
-failed=0
-for t in "${targets[@]}"; do
+# One target: replays its regressions, fuzzes a copy of its corpus; prints its one line and
+# exits non-zero when it failed.
+fuzz_target() {
+  local t=$1 bin seeds log start dict len rc elapsed execs cov seeds_n corp
   bin=$build/fuzz_$t
   seeds=$here/corpus/$t
   if [ ! -x "$bin" ] || [ ! -d "$seeds" ]; then
     printf 'FAIL  %-18s no binary %s or no corpus %s\n' "$t" "$bin" "$seeds"
-    failed=$((failed + 1))
-    continue
+    return 1
   fi
   mkdir -p "$work/$t/corpus" "$work/$t/artifacts"
   if [ -d "$here/regress/$t" ] &&
@@ -80,8 +86,7 @@ for t in "${targets[@]}"; do
     cp -- "$work/$t/regress.log" "$artifacts/$t/regress.log"
     printf 'FAIL  %-18s an input of regress/%s failed or took over 10 s; log kept in %s\n' "$t" "$t" "$artifacts/$t"
     grep -E 'ERROR: |ALARM|invariant failed|runtime error|SUMMARY' "$work/$t/regress.log" | head -n 5 | sed 's/^/      /'
-    failed=$((failed + 1))
-    continue
+    return 1
   fi
   cp -- "$seeds"/* "$work/$t/corpus/"
   log=$work/$t/log
@@ -101,15 +106,31 @@ for t in "${targets[@]}"; do
   corp=$(find "$work/$t/corpus" -type f | wc -l)
   if [ "$rc" -eq 0 ]; then
     printf 'PASS  %-18s %6s execs in %3ss, cov %s, corpus %s -> %s\n' "$t" "${execs:-?}" "$elapsed" "${cov:-?}" "$seeds_n" "$corp"
-    passed=$((passed + 1))
   else
     mkdir -p "$artifacts/$t"
     cp -- "$work/$t/artifacts"/* "$artifacts/$t/" 2>/dev/null
     cp -- "$log" "$artifacts/$t/log"
     printf 'FAIL  %-18s exit %s after %ss; inputs and log kept in %s\n' "$t" "$rc" "$elapsed" "$artifacts/$t"
     grep -E 'ERROR: |invariant failed|runtime error|SUMMARY|deadly signal|uncaught exception' "$log" | head -n 5 | sed 's/^/      /'
-    failed=$((failed + 1))
   fi
+  return "$rc"
+}
+
+# FUZZ_PARALLEL targets at a time (each libFuzzer process uses one core); their lines in order.
+passed=0
+failed=0
+for i in "${!targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do wait -n || true; done
+  {
+    rc=0
+    fuzz_target "${targets[$i]}" || rc=$?
+    echo "$rc" >"$work/rc.$i"
+  } >"$work/result.$i" 2>&1 &
+done
+wait
+for i in "${!targets[@]}"; do
+  cat "$work/result.$i"
+  if [ "$(cat "$work/rc.$i" 2>/dev/null)" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 done
 
 echo "$passed passed, $failed failed"
