@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// The local addresses of a network namespace from its fib_trie (proc/resolve.h): each once, in
+// The local addresses of a network namespace from its fib_trie (proc/net.h): each once, in
 // order, only in canonical dotted form.
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "proc/resolve.h"
+#include "proc/net.h"
 
 using namespace thptrace::proc;
 
@@ -18,7 +18,7 @@ TEST(FibTrie, EachLocalAddressOnceAndOnlyCanonical) {
       "     |-- 192.0.2.7\n        /32 host LOCAL\n";
   constexpr char with_nul[] = "     |-- 192.0.2.8\0junk\n        /32 host LOCAL\n";
   text += std::string(with_nul, sizeof with_nul - 1);
-  const auto locals = parse_fib_trie_local_addresses(text);
+  const auto locals = parse_local_ipv4(text);
   ASSERT_EQ(locals.size(), 2u);
   EXPECT_EQ(locals[0], "10.88.0.10");
   EXPECT_EQ(locals[1], "192.0.2.7");

@@ -114,8 +114,8 @@ TEST(FibTrie, LocalAddressesOfAContainer) {
       "        +-- 127.0.0.0/31 1 0 0\n           |-- 127.0.0.0\n              /8 host LOCAL\n"
       "           |-- 127.0.0.1\n              /32 host LOCAL\n"
       "Local:\n  +-- 0.0.0.0/1 2 0 2\n              |-- 10.88.0.10\n                 /32 host LOCAL\n";
-  EXPECT_EQ(parse_fib_trie_local_addresses(trie), (std::vector<std::string>{"10.88.0.10"}));
-  EXPECT_TRUE(parse_fib_trie_local_addresses("").empty());
+  EXPECT_EQ(parse_local_ipv4(trie), (std::vector<std::string>{"10.88.0.10"}));
+  EXPECT_TRUE(parse_local_ipv4("").empty());
 }
 
 TEST(StartTime, MatchesUptimeWithinTwoSeconds) {

@@ -84,28 +84,29 @@ constexpr const char* kUnix =
     "0000000000000000: 00000002 00000000 00010000 0002 01 47321 /dgram.sock\n"
     "0000000000000000: 00000002 00000000 00010000 0001 01 47322\n";
 
-TEST(ProcNet, ListeningTcpAndUnixSockets) {
-  const auto v4 = proc::parse_tcp_listeners(kTcp, false);
-  ASSERT_EQ(v4.size(), 2u);
-  EXPECT_EQ(v4[0].ip, "127.0.0.1");
-  EXPECT_EQ(v4[0].port, 16999);
+TEST(ProcNet, TcpSocketsAndUnixListeners) {
+  const auto v4 = proc::parse_net_tcp(kTcp);
+  ASSERT_EQ(v4.size(), 3u);
+  EXPECT_EQ(v4[0].local, (proc::Endpoint{"127.0.0.1", 16999}));
+  EXPECT_EQ(v4[0].state, proc::kTcpListen);
   EXPECT_EQ(v4[0].inode, 21657u);
-  EXPECT_EQ(v4[1].ip, "0.0.0.0");
-  EXPECT_EQ(v4[1].port, 6379);
-  const auto v6 = proc::parse_tcp_listeners(kTcp6, true);
+  EXPECT_EQ(v4[1].local, (proc::Endpoint{"0.0.0.0", 6379}));
+  EXPECT_EQ(v4[2].state, proc::kTcpEstablished);
+  EXPECT_EQ(v4[2].remote, (proc::Endpoint{"127.0.0.1", 50000}));
+  const auto v6 = proc::parse_net_tcp(kTcp6);
   ASSERT_EQ(v6.size(), 1u);
-  EXPECT_EQ(v6[0].ip, "::1");
-  EXPECT_EQ(v6[0].port, 6881);
+  EXPECT_EQ(v6[0].local, (proc::Endpoint{"::1", 6881}));
+  EXPECT_EQ(v6[0].state, proc::kTcpListen);
   const auto unix_sockets = proc::parse_unix_listeners(kUnix);
   ASSERT_EQ(unix_sockets.size(), 1u);
   EXPECT_EQ(unix_sockets[0].path, "/tmp/redis dir/redis.sock");
   EXPECT_EQ(unix_sockets[0].inode, 47318u);
-  EXPECT_TRUE(proc::parse_tcp_listeners("", false).empty());
+  EXPECT_TRUE(proc::parse_net_tcp("").empty());
 }
 
 TEST(Discovery, UnixSocketThenPlainLoopbackThenTls) {
   proc::Listeners l;
-  l.tcp = {{"10.0.0.5", 6379, 1}, {"0.0.0.0", 16379, 2}, {"0.0.0.0", 6380, 3}, {"::", 6379, 4}};
+  l.tcp = {{"10.0.0.5", 6379}, {"0.0.0.0", 16379}, {"0.0.0.0", 6380}, {"::", 6379}};
   l.unix_sockets = {{"/run/redis/redis.sock", 5}};
   std::string error;
   const auto tls = redis::TlsContext::create({}, &error);
@@ -140,7 +141,7 @@ TEST(Discovery, LabelsComeFromListenersNeverFromATitleAlone) {
   EXPECT_EQ(from_title.routes[0].address.str(), "127.0.0.1:7000");
   EXPECT_EQ(from_title.label, "redis-server") << "tried, but not named after its title";
   proc::Listeners other;
-  other.tcp = {{"127.0.0.1", 7001, 1}};
+  other.tcp = {{"127.0.0.1", 7001}};
   EXPECT_EQ(daemon::plan_routes(other, "127.0.0.1:6379", nullptr).label, "127.0.0.1:7001");
 }
 
@@ -148,7 +149,7 @@ TEST(Discovery, LabelsComeFromListenersNeverFromATitleAlone) {
 // or to a listed address; every other route carries why not.
 TEST(Discovery, CredentialsAreWithheldFromRoutesNobodyAllowed) {
   proc::Listeners l;
-  l.tcp = {{"127.0.0.1", 6379, 1}, {"127.0.0.1", 6380, 2}};
+  l.tcp = {{"127.0.0.1", 6379}, {"127.0.0.1", 6380}};
   l.unix_sockets = {{"/run/redis.sock", 3}};
   std::string error;
   const auto tls = redis::TlsContext::create({}, &error);
@@ -192,7 +193,7 @@ TEST(Discovery, AnAllowedExecutableIsTheSameFileNotTheSameName) {
 // socket still is (through /proc/PID/root, which needs no setns).
 TEST(Discovery, ANamespaceThatCannotBeEnteredIsReachedByItsOwnAddresses) {
   proc::Listeners l;
-  l.tcp = {{"0.0.0.0", 6379, 1}, {"127.0.0.1", 6380, 2}, {"10.88.0.7", 7000, 3}};
+  l.tcp = {{"0.0.0.0", 6379}, {"127.0.0.1", 6380}, {"10.88.0.7", 7000}};
   l.unix_sockets = {{"/run/redis.sock", 4}};
   const std::vector<std::string> ips = {"10.88.0.7", "192.0.2.9"};
   const auto d = daemon::plan_routes(l, "127.0.0.1:6379", nullptr, &ips);
@@ -203,7 +204,7 @@ TEST(Discovery, ANamespaceThatCannotBeEnteredIsReachedByItsOwnAddresses) {
   EXPECT_EQ(d.label, "10.88.0.7:6379") << "not the title's loopback address, which we cannot reach";
   // Loopback only: nothing reaches it from outside, and the title's address is not tried either.
   proc::Listeners lo;
-  lo.tcp = {{"127.0.0.1", 6379, 1}};
+  lo.tcp = {{"127.0.0.1", 6379}};
   const auto none = daemon::plan_routes(lo, "127.0.0.1:6379", nullptr, &ips);
   EXPECT_TRUE(none.routes.empty());
   EXPECT_EQ(none.label, "redis-server");

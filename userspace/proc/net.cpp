@@ -3,97 +3,62 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstring>
 #include <unordered_set>
 #include <utility>
 
+#include "proc/fields.h"
 #include "proc/proc.h"
 
 namespace thptrace::proc {
 namespace {
 
-constexpr std::string_view kTcpListen = "0A";       // TCP_LISTEN in include/net/tcp_states.h
+using detail::fields;
+using detail::for_each_line;
+using detail::number;
+
 constexpr unsigned long kUnixAcceptCon = 0x10000;  // __SO_ACCEPTCON in the Flags column
 constexpr unsigned long kSockStream = 1;
 
-std::vector<std::string_view> fields(std::string_view line, size_t max) {
-  std::vector<std::string_view> out;
-  size_t i = 0;
-  while (out.size() < max) {
-    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
-    if (i >= line.size()) break;
-    const size_t start = i;
-    while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
-    out.push_back(line.substr(start, i - start));
+// An IPv6 text address; IPv4-mapped ones (::ffff:a.b.c.d) as their IPv4 text.
+std::string ip6_text(const in6_addr& a) {
+  if (IN6_IS_ADDR_V4MAPPED(&a)) {
+    in_addr v4;
+    std::memcpy(&v4, &a.s6_addr[12], 4);
+    char buf[INET_ADDRSTRLEN];
+    return inet_ntop(AF_INET, &v4, buf, sizeof buf);
   }
-  return out;
+  char buf[INET6_ADDRSTRLEN];
+  return inet_ntop(AF_INET6, &a, buf, sizeof buf);
 }
 
-template <typename T>
-bool hex_value(std::string_view s, T* out) {
-  if (s.empty()) return false;
-  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out, 16);
-  return ec == std::errc() && p == s.data() + s.size();
-}
-
-template <typename T>
-bool dec_value(std::string_view s, T* out) {
-  if (s.empty()) return false;
-  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out, 10);
-  return ec == std::errc() && p == s.data() + s.size();
-}
-
-// "0100007F:4267" -> 127.0.0.1, 17000. The kernel prints the address as 32-bit words in host order
-// (seq_printf "%08X" of each __be32 word), so each word's bytes are reversed on little-endian x86.
-bool parse_endpoint(std::string_view s, bool v6, std::string* ip, int* port) {
+// "0100007F:18EB" (IPv4) or 32 hex digits (IPv6) and a port. The kernel prints the address as 32-bit
+// words in host order (seq_printf "%08X" of each __be32 word), so each word's bytes are stored back
+// as they are.
+std::optional<Endpoint> hex_endpoint(std::string_view s) {
   const auto colon = s.find(':');
-  const size_t hex_len = v6 ? 32 : 8;
-  if (colon != hex_len || !hex_value(s.substr(colon + 1), port) || *port < 0 || *port > 65535) return false;
+  if (colon != 8 && colon != 32) return std::nullopt;
+  Endpoint e;
+  if (!number(s.substr(colon + 1), e.port, 16)) return std::nullopt;
   unsigned char bytes[16];
-  for (size_t w = 0; w < hex_len / 8; ++w) {
+  for (size_t w = 0; w < colon / 8; ++w) {
     uint32_t word = 0;
-    if (!hex_value(s.substr(w * 8, 8), &word)) return false;
-    std::memcpy(bytes + w * 4, &word, 4);  // host order, as the kernel stored it
+    if (!number(s.substr(w * 8, 8), word, 16)) return std::nullopt;
+    std::memcpy(bytes + w * 4, &word, 4);
   }
-  char text[INET6_ADDRSTRLEN];
-  if (!inet_ntop(v6 ? AF_INET6 : AF_INET, bytes, text, sizeof text)) return false;
-  *ip = text;
-  return true;
-}
-
-std::set<uint64_t> socket_inodes(pid_t pid) {
-  std::set<uint64_t> out;
-  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return out;
-  while (dirent* e = ::readdir(d)) {
-    char link[64];
-    const ssize_t n = ::readlinkat(dirfd(d), e->d_name, link, sizeof link - 1);
-    if (n <= 0) continue;
-    const std::string_view target(link, static_cast<size_t>(n));
-    uint64_t inode = 0;
-    if (target.rfind("socket:[", 0) == 0 && target.back() == ']' &&
-        dec_value(target.substr(8, target.size() - 9), &inode))
-      out.insert(inode);
+  if (colon == 8) {
+    char buf[INET_ADDRSTRLEN];
+    e.ip = inet_ntop(AF_INET, bytes, buf, sizeof buf);
+  } else {
+    in6_addr a;
+    std::memcpy(&a, bytes, sizeof a);
+    e.ip = ip6_text(a);
   }
-  ::closedir(d);
-  return out;
-}
-
-// Calls f with each line of text, its header (the first line) left out when skip_header.
-template <typename F>
-void for_each_line(std::string_view text, bool skip_header, F&& f) {
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const size_t nl = std::min(text.find('\n', pos), text.size());
-    const std::string_view line = text.substr(pos, nl - pos);
-    pos = nl + 1;
-    if (!std::exchange(skip_header, false)) f(line);
-  }
+  return e;
 }
 
 std::string link_of(const std::string& path) {
@@ -109,16 +74,24 @@ bool namespace_differs(pid_t pid, const char* ns) {
 
 }  // namespace
 
-std::vector<TcpListener> parse_tcp_listeners(std::string_view text, bool v6) {
-  std::vector<TcpListener> out;
-  for_each_line(text, true, [&](std::string_view line) {
-    // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+std::string Endpoint::str() const {
+  if (ip.find(':') != std::string::npos) return "[" + ip + "]:" + std::to_string(port);
+  return ip + ":" + std::to_string(port);
+}
+
+std::vector<TcpSocket> parse_net_tcp(std::string_view text) {
+  std::vector<TcpSocket> out;
+  for_each_line(text, false, [&](std::string_view line) {
+    // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode ...
     const auto f = fields(line, 10);
-    TcpListener l;
-    if (f.size() < 10 || f[3] != kTcpListen || !parse_endpoint(f[1], v6, &l.ip, &l.port) || l.port == 0 ||
-        !dec_value(f[9], &l.inode))
-      return;
-    out.push_back(std::move(l));
+    if (f.size() < 10 || f[0].back() != ':') return;  // the header, or not a row
+    TcpSocket s;
+    const auto local = hex_endpoint(f[1]);
+    const auto remote = hex_endpoint(f[2]);
+    if (!local || !remote || !number(f[3], s.state, 16) || !number(f[9], s.inode)) return;
+    s.local = *local;
+    s.remote = *remote;
+    out.push_back(std::move(s));
   });
   return out;
 }
@@ -130,30 +103,13 @@ std::vector<UnixListener> parse_unix_listeners(std::string_view text) {
     const auto f = fields(line, 8);
     unsigned long flags = 0, type = 0;
     UnixListener l;
-    if (f.size() < 8 || !hex_value(f[3], &flags) || !hex_value(f[4], &type) || !dec_value(f[6], &l.inode)) return;
+    if (f.size() < 8 || !number(f[3], flags, 16) || !number(f[4], type, 16) || !number(f[6], l.inode)) return;
     if (!(flags & kUnixAcceptCon) || type != kSockStream || f[7].front() != '/') return;
     l.path = std::string(line.substr(static_cast<size_t>(f[7].data() - line.data())));
     out.push_back(std::move(l));
   });
   return out;
 }
-
-Listeners listeners_of(pid_t pid) {
-  Listeners out;
-  const auto mine = socket_inodes(pid);
-  if (mine.empty()) return out;
-  const std::string net = "/proc/" + std::to_string(pid) + "/net/";
-  for (const bool v6 : {false, true})
-    for (auto& l : parse_tcp_listeners(read_file(net + (v6 ? "tcp6" : "tcp")).value_or(""), v6))
-      if (mine.count(l.inode)) out.tcp.push_back(std::move(l));
-  for (auto& l : parse_unix_listeners(read_file(net + "unix", 16 << 20).value_or("")))
-    if (mine.count(l.inode)) out.unix_sockets.push_back(std::move(l));
-  return out;
-}
-
-bool in_other_namespaces(pid_t pid) { return namespace_differs(pid, "net") || namespace_differs(pid, "mnt"); }
-
-bool in_other_network_namespace(pid_t pid) { return namespace_differs(pid, "net"); }
 
 std::vector<std::string> parse_local_ipv4(std::string_view fib_trie) {
   std::vector<std::string> out;
@@ -177,6 +133,93 @@ std::vector<std::string> parse_local_ipv4(std::string_view fib_trie) {
   });
   return out;
 }
+
+std::optional<Endpoint> parse_endpoint(std::string_view text) {
+  std::string_view host, port;
+  if (!text.empty() && text.front() == '[') {
+    const auto close = text.find("]:");
+    if (close == std::string_view::npos) return std::nullopt;
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    const auto colon = text.rfind(':');
+    if (colon == std::string_view::npos) return std::nullopt;
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  Endpoint e;
+  if (!number(port, e.port)) return std::nullopt;
+  const std::string h(host);
+  in_addr v4;
+  in6_addr v6;
+  if (inet_pton(AF_INET, h.c_str(), &v4) == 1) {
+    char buf[INET_ADDRSTRLEN];
+    e.ip = inet_ntop(AF_INET, &v4, buf, sizeof buf);
+  } else if (inet_pton(AF_INET6, h.c_str(), &v6) == 1) {
+    e.ip = ip6_text(v6);
+  } else {
+    return std::nullopt;
+  }
+  return e;
+}
+
+std::optional<uint64_t> parse_socket_link(std::string_view target) {
+  constexpr std::string_view prefix = "socket:[";
+  if (target.rfind(prefix, 0) != 0 || target.size() < prefix.size() + 2 || target.back() != ']') return std::nullopt;
+  uint64_t inode = 0;
+  if (!number(target.substr(prefix.size(), target.size() - prefix.size() - 1), inode)) return std::nullopt;
+  return inode;
+}
+
+uint64_t net_namespace(pid_t pid) {
+  struct stat st {};
+  if (::stat(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), &st) != 0) return 0;
+  return st.st_ino;
+}
+
+std::vector<TcpSocket> tcp_sockets_of_namespace(pid_t pid) {
+  std::vector<TcpSocket> out;
+  for (const char* f : {"/net/tcp", "/net/tcp6"}) {
+    const auto text = read_file("/proc/" + std::to_string(pid) + f, 64 << 20);
+    if (!text) continue;
+    auto part = parse_net_tcp(*text);
+    out.insert(out.end(), part.begin(), part.end());
+  }
+  return out;
+}
+
+std::vector<uint64_t> socket_inodes(pid_t pid) {
+  std::vector<uint64_t> out;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return out;
+  char buf[64];
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    const ssize_t n = ::readlinkat(::dirfd(d), e->d_name, buf, sizeof buf);
+    if (n <= 0) continue;
+    if (const auto inode = parse_socket_link(std::string_view(buf, static_cast<size_t>(n)))) out.push_back(*inode);
+  }
+  ::closedir(d);
+  return out;
+}
+
+Listeners listeners_of(pid_t pid) {
+  Listeners out;
+  auto mine = socket_inodes(pid);
+  if (mine.empty()) return out;
+  std::sort(mine.begin(), mine.end());
+  const auto held = [&](uint64_t inode) { return std::binary_search(mine.begin(), mine.end(), inode); };
+  for (const auto& s : tcp_sockets_of_namespace(pid))
+    if (s.state == kTcpListen && s.local.port != 0 && held(s.inode)) out.tcp.push_back(s.local);
+  for (auto& l : parse_unix_listeners(read_file("/proc/" + std::to_string(pid) + "/net/unix", 16 << 20).value_or("")))
+    if (held(l.inode)) out.unix_sockets.push_back(std::move(l));
+  return out;
+}
+
+bool in_other_namespaces(pid_t pid) { return namespace_differs(pid, "net") || namespace_differs(pid, "mnt"); }
+
+bool in_other_network_namespace(pid_t pid) { return namespace_differs(pid, "net"); }
 
 std::vector<std::string> local_ipv4_of(pid_t pid) {
   return parse_local_ipv4(read_file("/proc/" + std::to_string(pid) + "/net/fib_trie", 1 << 20).value_or(""));
