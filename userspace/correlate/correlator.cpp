@@ -79,9 +79,6 @@ void Correlator::on_event(const thptrace_event& e) {
     case EV_TARGET_EXIT:
       target_exited_ = true;
       break;
-    case EV_COLLAPSE:
-      if (e.value2) ++collapses_;
-      break;
     default:
       break;
   }

@@ -83,8 +83,6 @@ class Correlator {
 
   bool target_exited() const { return target_exited_; }
   size_t live_children() const;
-  // khugepaged collapses seen as discrete events.
-  uint64_t collapse_events() const { return collapses_; }
   const proc::SampleSeries& samples() const { return samples_; }
   const std::vector<redis::Snapshot>& timeline() const { return timeline_; }
   // The replicas' syncs that ended since the last call (the daemon's per-replica figures).
@@ -113,7 +111,6 @@ class Correlator {
   proc::SampleSeries samples_;
   std::vector<redis::Snapshot> timeline_;
   bool target_exited_ = false;
-  uint64_t collapses_ = 0;
   ReplicaTracker replicas_;
 };
 

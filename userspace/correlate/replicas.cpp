@@ -120,11 +120,6 @@ void ReplicaTracker::on_fork(const ForkWindow& w) {
   forks_.insert(at, w);
 }
 
-void ReplicaTracker::on_exit(uint32_t child_pid, uint64_t exit_ts_ns) {
-  for (auto& f : forks_)
-    if (f.child_pid == child_pid) f.exit_ts_ns = exit_ts_ns;
-}
-
 const ForkWindow* ReplicaTracker::fork_of(const ReplicaSync& s) const {
   const uint64_t from = s.absent_ns;
   const uint64_t to = s.wait_end_ns();

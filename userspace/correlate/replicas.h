@@ -71,7 +71,6 @@ class ReplicaTracker {
   // Feeds one INFO poll of a server that answered, in time order.
   void on_snapshot(const redis::Snapshot& s);
   void on_fork(const ForkWindow& w);
-  void on_exit(uint32_t child_pid, uint64_t exit_ts_ns);
 
   // The syncs the fork of child_pid served, as known now, with their fork fields filled in.
   std::vector<ReplicaSync> served_by(uint32_t child_pid) const;

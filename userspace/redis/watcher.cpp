@@ -64,17 +64,9 @@ std::optional<ServerFacts> Watcher::facts() const {
   std::lock_guard lock(mu_);
   return facts_;
 }
-std::optional<Snapshot> Watcher::first_up() const {
-  std::lock_guard lock(mu_);
-  return first_up_;
-}
-std::optional<Snapshot> Watcher::last_up() const {
-  std::lock_guard lock(mu_);
-  return last_up_;
-}
 bool Watcher::ever_up() const {
   std::lock_guard lock(mu_);
-  return first_up_.has_value();
+  return ever_up_;
 }
 std::string Watcher::last_error() const {
   std::lock_guard lock(mu_);
@@ -93,7 +85,7 @@ std::vector<Outage> Watcher::outages() const {
 
 void Watcher::note_failure(uint64_t ts_ns, const std::string& error) {
   last_error_ = error;
-  if (!first_up_ || (!outages_.empty() && !outages_.back().to_ns)) return;
+  if (!ever_up_ || (!outages_.empty() && !outages_.back().to_ns)) return;
   if (outages_.size() == kMaxOutages) outages_.erase(outages_.begin());
   outages_.push_back({ts_ns, 0, error});
 }
@@ -259,8 +251,7 @@ bool Watcher::poll_once(Client& client, bool extras, std::string* error) {
   s.failed_polls = failed_polls_;
   {
     std::lock_guard lock(mu_);
-    if (!first_up_) first_up_ = s;
-    last_up_ = s;
+    ever_up_ = true;
     if (!outages_.empty() && !outages_.back().to_ns) outages_.back().to_ns = s.ts_ns;
     if (options_.keep_history) history_.push_back(s);
     // Fast while the server says a save, a rewrite or a sync is on, fork or not: a replica waits

@@ -148,9 +148,7 @@ class Watcher {
   std::vector<Snapshot> stop();
 
   std::optional<ServerFacts> facts() const;
-  // The first and last snapshot taken while Redis was up.
-  std::optional<Snapshot> first_up() const;
-  std::optional<Snapshot> last_up() const;
+  // Whether a snapshot was ever taken while Redis was up.
   bool ever_up() const;
   // Why the last failed poll failed ("INFO refused: NOPERM ..."); "" before any failed.
   std::string last_error() const;
@@ -202,7 +200,7 @@ class Watcher {
   Cadence cadence_;                 // under mu_
   std::vector<Snapshot> history_;
   std::optional<ServerFacts> facts_;
-  std::optional<Snapshot> first_up_, last_up_;
+  bool ever_up_ = false;
   std::string last_error_;
   std::vector<Outage> outages_;  // under mu_
   // Under mu_: a failure at ts; opens an outage when the server had answered and none is open.

@@ -60,7 +60,6 @@ constexpr const FamilyInfo& family_info(Family f) {
     if (i.family == f) return i;
   return kFamilies[0];
 }
-constexpr const char* family_name(Family f) { return family_info(f).name; }
 
 // A family that recordings and reports from before it existed lack: read as unavailable, as it was.
 constexpr bool family_is_optional(Family f) { return f == Family::kernel_copies || f == Family::disk; }
