@@ -42,9 +42,10 @@ fi
 start=$(date +%s)
 if [ "$mode" != test ]; then
   # -O1, as ASan's documentation suggests, and -g1: reports keep function names and line numbers (-g1
-  # has the line tables), and the build takes less than half the time of -O2 -g.
+  # has the line tables), and the build takes less than half the time of -O2 -g. Clang, whose
+  # sanitizers these are (and the fuzzers'), compiles this tree in half the time g++ takes.
   flags="-O1 -g1 -DNDEBUG"
-  cmake -S "$root" -B "$build" -DTHPTRACE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DTHPTRACE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$flags" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$flags" >/dev/null
   cmake --build "$build" -j"$jobs" --target unit_tests runtime_tests thptrace dirty_after_fork fork_burst fault_burst thread_exit
 fi

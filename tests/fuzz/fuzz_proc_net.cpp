@@ -29,8 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         FUZZ_CHECK(a && a->host == s.local.ip && a->port == s.local.port);
       }
       break;
-    case 3:
-    {
+    case 3: {
       const auto locals = thptrace::proc::parse_local_ipv4(text);
       // Distinct addresses.
       FUZZ_CHECK(std::set<std::string>(locals.begin(), locals.end()).size() == locals.size());

@@ -266,7 +266,7 @@ nlohmann::json aof_rewrite_on_a_slow_disk(bool no_fsync_on_rewrite, bool force_f
                      no_fsync_on_rewrite ? "yes" : "no"});
   EXPECT_TRUE(disk.admit(redis.pid()));
   // About 60 MB of keys, 17 MB once compressed in the rewrite's RDB preamble.
-  redis.cmd({"DEBUG", "POPULATE", "500000", "key", "100"});
+  populate(redis, 500000, "key", 100);
   const std::string dir = make_temp_dir("thptrace-disk-redis-");
   const std::string json = dir + "/report.json";
   std::vector<std::string> args = {thptrace_bin(), "--redis", redis.address(), "--duration", "120",

@@ -175,6 +175,17 @@ bool wait_info(const Server& r, const std::string& key, const std::string& want,
   return wait_until([&] { return r.info_field(key) == want; }, timeout);
 }
 
+// DEBUG POPULATE of `keys` keys named PREFIX:N with values of `bytes`, in steps of 100,000 (each
+// makes the keys up to its count that are missing): one step of a million outlasts the client's
+// timeout on a busy host.
+template <class Server>
+void populate(const Server& r, uint64_t keys, const std::string& prefix = "key", int bytes = 400) {
+  for (uint64_t n = std::min<uint64_t>(keys, 100000);; n = std::min(keys, n + 100000)) {
+    r.cmd({"DEBUG", "POPULATE", std::to_string(n), prefix, std::to_string(bytes)});
+    if (n == keys) break;
+  }
+}
+
 // How a WriteLoad picks its keys: each of `keys` in turn (uniform), the first tenth of them over and
 // over (hot), or, a write in four, a key never written before and the others in turn (growing: the
 // dataset grows by a quarter of the writes, values in memory the allocator had not touched).

@@ -76,9 +76,7 @@ void Correlator::on_event(const thptrace_event& e) {
       replicas_.on_fork({e.child_pid, p.ep.fork_ts_ns, p.ep.exit_ts_ns, may_serve(p.ep.reason)});
       break;
     }
-    case EV_TARGET_EXIT:
-      target_exited_ = true;
-      break;
+    case EV_TARGET_EXIT: target_exited_ = true; break;
     default:
       break;
   }
