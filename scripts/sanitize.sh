@@ -32,7 +32,7 @@ esac
 # the same paths on other servers or at other scales (Valkey and Redis 8 builds, three-replica
 # scale-outs, forecasts made again and again, containers, the bench binary's scenarios, the same
 # counts in the forced fallback's BPF programs), which repeat the userspace code above.
-filter=${THPTRACE_SANITIZE_FILTER:-"-Bench.*:Containers.*:ScaleOut.*:RedisBuild.*:PredictPattern.*:Predict.NextFullSync*:*ForcedFallback:Attribution.RedisKeysExpiringDuringBgsave:Attribution.DebianRedisStacksArePartial*:Daemon.IdleSeriesStayFresh:DaemonSlowIdle.*:Cow.KnownPagesKernelWrites*:Cow.KnownPagesTwoWriterThreads*"}
+filter=${THPTRACE_SANITIZE_FILTER:-"-Bench.*:Containers.*:ScaleOut.*:*RedisBuild.*:*PredictPattern.*:Predict.NextFullSync*:*ForcedFallback:Attribution.RedisKeysExpiringDuringBgsave:Attribution.DebianRedisStacksArePartial*:Daemon.IdleSeriesStayFresh:*DaemonSlowIdle.*:Cow.KnownPagesKernelWrites*:Cow.KnownPagesTwoWriterThreads*"}
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "sanitize.sh: run as root (the runtime tests load BPF programs)." >&2
