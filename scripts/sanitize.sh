@@ -43,7 +43,7 @@ start=$(date +%s)
 if [ "$mode" != test ]; then
   # -O1, as ASan's documentation suggests, and -g1: reports keep function names and line numbers (-g1
   # has the line tables), and the build takes less than half the time of -O2 -g. Clang, whose
-  # sanitizers these are (and the fuzzers'), compiles this tree in half the time g++ takes.
+  # sanitizers these are (and the fuzzers'), built it in 7.5 minutes at two jobs against 10.3 with g++.
   flags="-O1 -g1 -DNDEBUG"
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DTHPTRACE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$flags" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$flags" >/dev/null

@@ -16,44 +16,24 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${THPTRACE_BUILD_DIR:-$root/build}
 logs=$build/logs
 
-names=()
-seconds=()
-results=()
 run_start=$(date +%s)
-
-# Records one stage's wall time and result for the table.
-record() {
-  names+=("$1")
-  seconds+=("$2")
-  results+=("$3")
-}
+# Each stage's "NAME|seconds|result", foreground and background alike, in the order they ended.
+times=$logs/stages.times
 
 table() {
-  local rc=$? i
+  local rc=$? n t r
   [ -z "${beside:-}" ] || kill -- "-$beside" 2>/dev/null || true  # its process group
   echo
   echo "== stages (wall time)"
   printf '%-34s %7s  %s\n' stage seconds result
-  for i in "${!names[@]}"; do
-    printf '%-34s %7s  %s\n' "${names[$i]}" "${seconds[$i]}" "${results[$i]}"
-  done
+  if [ -f "$times" ]; then
+    while IFS='|' read -r n t r; do printf '%-34s %7s  %s\n' "$n" "$t" "$r"; done <"$times"
+  fi
   printf '%-34s %7s  %s\n' "total" "$(($(date +%s) - run_start))" "$([ "$rc" -eq 0 ] && echo passed || echo FAILED)"
 }
 trap table EXIT
 
-# stage NAME COMMAND...: runs COMMAND in the foreground; a failure ends the run (after the table).
-stage() {
-  local name=$1 t0 rc=0
-  shift
-  echo "== $name"
-  t0=$(date +%s)
-  "$@" || rc=$?
-  record "$name" "$(($(date +%s) - t0))" "$([ "$rc" -eq 0 ] && echo passed || echo "FAILED ($rc)")"
-  return "$rc"
-}
-
-# timed NAME COMMAND...: runs COMMAND, appends "NAME|seconds|result" to $times; its exit status.
-times=$logs/stages.times
+# timed NAME COMMAND...: runs COMMAND, appends its line to $times; its exit status.
 timed() {
   local name=$1 t0 rc=0
   shift
@@ -61,6 +41,12 @@ timed() {
   "$@" || rc=$?
   echo "$name|$(($(date +%s) - t0))|$([ "$rc" -eq 0 ] && echo passed || echo "FAILED ($rc)")" >>"$times"
   return "$rc"
+}
+
+# stage NAME COMMAND...: a timed stage in the foreground; a failure ends the run (after the table).
+stage() {
+  echo "== $1"
+  timed "$@"
 }
 
 mkdir -p "$logs"
@@ -87,15 +73,10 @@ stage "lint" env THPTRACE_BUILD_DIR="$build" bash "$root/scripts/lint.sh" || sta
 stage "unit tests, deploy checks" bash -c "cd '$build' && ctest --output-on-failure -L 'unit|deploy' -j2" || status=1
 stage "runtime tests" bash -c "cd '$build' && ctest --output-on-failure -L runtime --timeout 1800" || status=1
 stage "kernel matrix" bash -c "cd '$build' && ctest --output-on-failure -L vm" || status=1
-t0=$(date +%s)
-wait "$beside" || status=1
+timed "(waiting for the background)" wait "$beside" || status=1
 beside=
-record "(waiting for the background)" "$(($(date +%s) - t0))" "-"
 echo "== ASan+UBSan build, then the fuzzers (log)"
 cat "$logs/beside.log"
-if [ -f "$times" ]; then
-  while IFS='|' read -r n s r; do record "$n" "$s" "$r"; done <"$times"
-fi
 [ "$status" -eq 0 ]
 
 stage "ASan+UBSan tests" bash "$root/scripts/sanitize.sh" test

@@ -424,10 +424,8 @@ TEST(Daemon, ForecastsTheNextForkFromTheLastAndItsHeadroom) {
       EXPECT_EQ(forecast, copied) << s;
       all += fmt::format(" {:.1f} MB for {:.1f};", predicted / 1e6, copied / 1e6);
       // The forecast made before this fork against it, with the range docs/reference/metrics.md states.
-      std::cout << fmt::format(
-          "predict-outcome daemon, bgsave | copied_bytes | history | value {:.6g} low {:.6g} "
-          "high {:.6g} truth {:.6g}\n",
-          predicted, predicted * 0.75, predicted * 1.25, copied);
+      print_predict_outcome("daemon, bgsave", "copied_bytes", "history", predicted, predicted * 0.75, predicted * 1.25,
+                            copied);
     }
   }
   std::cout << "daemon forecast: predicted" << all << "\n";

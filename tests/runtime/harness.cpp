@@ -15,10 +15,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
+
+#include <fmt/core.h>
 
 #include "proc/proc.h"
 #include "tracer/probe.h"
@@ -482,6 +485,12 @@ const char* write_pattern_name(WritePattern p) {
     case WritePattern::growing: return "growing";
   }
   return "uniform";
+}
+
+void print_predict_outcome(const std::string& what, const std::string& figure, const std::string& method, double value,
+                           double low, double high, double truth) {
+  std::cout << fmt::format("predict-outcome {} | {} | {} | value {:.6g} low {:.6g} high {:.6g} truth {:.6g}\n", what,
+                           figure, method, value, low, high, truth);
 }
 
 }  // namespace thptrace::test

@@ -186,6 +186,11 @@ void populate(const Server& r, uint64_t keys, const std::string& prefix = "key",
   }
 }
 
+// One figure of a forecast held to what happened, as tests/bench/predict_accuracy.sh reads it:
+// "predict-outcome WHAT | FIGURE | METHOD | value V low L high H truth T" on stdout.
+void print_predict_outcome(const std::string& what, const std::string& figure, const std::string& method, double value,
+                           double low, double high, double truth);
+
 // How a WriteLoad picks its keys: each of `keys` in turn (uniform), the first tenth of them over and
 // over (hot), or, a write in four, a key never written before and the others in turn (growing: the
 // dataset grows by a quarter of the writes, values in memory the allocator had not touched).

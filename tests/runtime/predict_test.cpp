@@ -210,9 +210,8 @@ size_t rounds_asked(size_t in_tests) {
 void print_outcome(const nlohmann::json& p, const nlohmann::json& fork, const std::string& what) {
   const auto line = [&](const char* figure, const nlohmann::json& f, double truth) {
     if (!f.is_object()) return;
-    std::cout << fmt::format("predict-outcome {} | {} | {} | value {:.6g} low {:.6g} high {:.6g} truth {:.6g}\n", what,
-                             figure, f.at("method").get<std::string>(), f.at("value").get<double>(),
-                             f.at("low").get<double>(), f.at("high").get<double>(), truth);
+    print_predict_outcome(what, figure, f.at("method").get<std::string>(), f.at("value").get<double>(),
+                          f.at("low").get<double>(), f.at("high").get<double>(), truth);
   };
   const double copied =
       static_cast<double>(fork.at("cow_faults").get<uint64_t>() + fork.at("child_cow_faults").get<uint64_t>()) * 4096;
