@@ -330,16 +330,12 @@ TEST(Daemon, ClientLatencyByPhaseShowsTheFreezes) {
   redis.cmd({"DEBUG", "SLEEP", "0.2"});
   double slow = 0;
   for (int i = 0; i < 50 && slow < 90; ++i, std::this_thread::sleep_for(100ms)) slow = idle_slow();
-  // At 1,000 a second, the requests due in the sleep's first 100 ms waited more than 100 ms.
+  // At 1,000 a second, the requests due in the sleep's first 100 ms waited more than 100 ms; those
+  // due in its second 100 ms waited less, unless the host delays the backlog's answers (114 in one
+  // CI run beside a compile; 115 under ASan on two busy CPUs). Under 150 separates "the sleep's first
+  // half" from a probe that counts the whole sleep, or times every request from one start.
   EXPECT_GE(slow, 90) << d.scrape();
-#if defined(__SANITIZE_ADDRESS__)
-  // Under ASan the probe's thread, several times slower, sends the requests due right after the
-  // sleep a little late (115 in one sanitizer run on two busy CPUs): a wider upper bound; the lower
-  // one, which a probe timing from each send instead of its due time would miss, is unchanged.
-  EXPECT_LE(slow, 130) << d.scrape();
-#else
-  EXPECT_LE(slow, 110) << d.scrape();
-#endif
+  EXPECT_LT(slow, 150) << d.scrape();
   redis.cmd({"BGSAVE"});
   ASSERT_EQ(d.wait_for(
                 series("thptrace_forks_total", target, "bgsave"), [](double v) { return v >= 1; }, 60s),
