@@ -20,19 +20,6 @@ bool may_serve(uint32_t kernel_reason) {
 
 }  // namespace
 
-const char* reason_name(Reason r) {
-  switch (r) {
-    case Reason::bgsave: return "bgsave";
-    case Reason::full_sync_disk: return "full_sync_disk";
-    case Reason::full_sync_diskless: return "full_sync_diskless";
-    case Reason::aof_rewrite: return "aof_rewrite";
-    case Reason::module: return "module";
-    case Reason::full_sync_rdb_channel: return "full_sync_rdb_channel";
-    case Reason::unknown: return "unknown";
-  }
-  return "unknown";
-}
-
 Reason reason_from_kernel(uint32_t code) {
   switch (code) {
     case REASON_BGSAVE: return Reason::bgsave;

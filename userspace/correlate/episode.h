@@ -17,7 +17,18 @@ namespace thptrace::correlate {
 // full_sync_rdb_channel: a full sync whose RDB the child writes to the replica's own RDB connection,
 // one fork per replica (Redis 8 repl-rdb-channel, Valkey 8 dual-channel-replication).
 enum class Reason { unknown, bgsave, full_sync_disk, full_sync_diskless, aof_rewrite, module, full_sync_rdb_channel };
-const char* reason_name(Reason r);
+constexpr const char* reason_name(Reason r) {
+  switch (r) {
+    case Reason::bgsave: return "bgsave";
+    case Reason::full_sync_disk: return "full_sync_disk";
+    case Reason::full_sync_diskless: return "full_sync_diskless";
+    case Reason::aof_rewrite: return "aof_rewrite";
+    case Reason::module: return "module";
+    case Reason::full_sync_rdb_channel: return "full_sync_rdb_channel";
+    case Reason::unknown: return "unknown";
+  }
+  return "unknown";
+}
 Reason reason_from_kernel(uint32_t code);
 inline constexpr Reason kAllReasons[] = {Reason::bgsave,      Reason::full_sync_disk,        Reason::full_sync_diskless,
                                          Reason::aof_rewrite, Reason::full_sync_rdb_channel, Reason::module,

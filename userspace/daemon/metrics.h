@@ -11,13 +11,17 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "correlate/episode.h"
+#include "daemon/metric_specs.h"
 #include "daemon/web_config.h"
 #include "forecast/forecast.h"
 #include "proc/container.h"
@@ -53,6 +57,14 @@ class RedisMirror : public prometheus::Collectable {
   std::shared_ptr<const TargetNames> names_;
   mutable std::mutex mu_;
   std::map<std::string, redis::Snapshot> latest_;
+};
+
+// A metric's name as a template argument (Metrics::counter<"thptrace_forks_total">).
+template <size_t N>
+struct MetricName {
+  consteval MetricName(const char (&s)[N]) { std::copy_n(s, N, chars); }
+  constexpr std::string_view view() const { return {chars, N - 1}; }
+  char chars[N];
 };
 
 class Metrics {
@@ -125,61 +137,36 @@ class Metrics {
     return names_->labels(target, extra);
   }
 
+  // A metric of kMetrics by its name, checked when it compiles: its series of labels l.
+  template <MetricName N>
+  prometheus::Counter& counter(const prometheus::Labels& l) {
+    return counters_[metric_index(N.view(), MetricType::counter)]->Add(l);
+  }
+  template <MetricName N>
+  prometheus::Family<prometheus::Gauge>& gauges() {
+    return *gauges_[metric_index(N.view(), MetricType::gauge)];
+  }
+  template <MetricName N>
+  prometheus::Gauge& gauge(const prometheus::Labels& l) {
+    return gauges<N>().Add(l);
+  }
+  template <MetricName N>
+  prometheus::Histogram& histogram(const prometheus::Labels& l) {
+    constexpr size_t i = metric_index(N.view(), MetricType::histogram);
+    return histograms_[i]->Add(l, buckets_[i]);
+  }
+  // Makes the series `z` names for an owner whose labels are `owner`.
+  void make_at_zero(size_t metric, const ZeroSeries& z, const prometheus::Labels& owner);
+
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<TargetNames> names_;
   std::shared_ptr<RedisMirror> mirror_;
   std::unique_ptr<prometheus::Exposer> exposer_;
-  prometheus::Family<prometheus::Counter>& forks_;
-  prometheus::Family<prometheus::Histogram>& fork_duration_;
-  prometheus::Family<prometheus::Histogram>& child_lifetime_;
-  prometheus::Family<prometheus::Histogram>& fork_cow_faults_;
-  prometheus::Family<prometheus::Histogram>& fork_replicas_;
-  prometheus::Family<prometheus::Histogram>& replica_sync_;
-  prometheus::Family<prometheus::Counter>& replica_syncs_;
-  prometheus::Family<prometheus::Counter>& sync_loop_repeats_;
-  prometheus::Family<prometheus::Counter>& cow_faults_;
-  prometheus::Family<prometheus::Counter>& child_cow_faults_;
-  prometheus::Family<prometheus::Counter>& copies_;
-  prometheus::Family<prometheus::Counter>& copied_bytes_;
-  prometheus::Family<prometheus::Counter>& reuse_faults_;
-  prometheus::Family<prometheus::Counter>& thp_splits_;
-  prometheus::Family<prometheus::Counter>& thp_collapses_;
-  prometheus::Family<prometheus::Histogram>& stall_;
-  prometheus::Family<prometheus::Histogram>& client_latency_;
-  prometheus::Family<prometheus::Histogram>& fsync_;
-  prometheus::Family<prometheus::Histogram>& aof_write_;
-  prometheus::Family<prometheus::Gauge>& last_fork_time_;
-  prometheus::Family<prometheus::Gauge>& last_fork_duration_;
-  prometheus::Family<prometheus::Gauge>& last_fork_copied_;
-  prometheus::Family<prometheus::Gauge>& in_progress_;
-  prometheus::Family<prometheus::Gauge>& anon_huge_;
-  prometheus::Family<prometheus::Gauge>& rss_;
-  prometheus::Family<prometheus::Gauge>& cgroup_usage_;
-  prometheus::Family<prometheus::Gauge>& cgroup_limit_;
-  prometheus::Family<prometheus::Gauge>& thp_info_;
-  prometheus::Family<prometheus::Gauge>& thp_process_;
-  prometheus::Family<prometheus::Counter>& dropped_;
-  prometheus::Family<prometheus::Gauge>& probe_info_;
-  prometheus::Family<prometheus::Gauge>& redis_up_;
-  prometheus::Family<prometheus::Gauge>& cow_size_;
-  prometheus::Family<prometheus::Gauge>& fork_ratio_;
-  prometheus::Family<prometheus::Gauge>& keys_processed_;
-  prometheus::Family<prometheus::Gauge>& latest_fork_;
-  prometheus::Family<prometheus::Gauge>& predicted_freeze_;
-  prometheus::Family<prometheus::Gauge>& predicted_lifetime_;
-  prometheus::Family<prometheus::Gauge>& predicted_copies_;
-  prometheus::Family<prometheus::Gauge>& predicted_memory_;
-  prometheus::Family<prometheus::Gauge>& predicted_headroom_;
-  prometheus::Family<prometheus::Gauge>& build_info_;
-  prometheus::Family<prometheus::Counter>& untracked_forks_;
-  prometheus::Family<prometheus::Gauge>& untraced_;
-  prometheus::Family<prometheus::Counter>& watch_failures_;
-  prometheus::Family<prometheus::Counter>& reaped_;
-  prometheus::Family<prometheus::Gauge>& map_entries_;
-  prometheus::Family<prometheus::Gauge>& map_max_entries_;
-  prometheus::Family<prometheus::Counter>& program_runs_;
-  prometheus::Family<prometheus::Counter>& program_run_time_;
-  prometheus::Family<prometheus::Gauge>& bpf_stats_enabled_;
+  // By index in kMetrics, each null but in the vector of its metric's type.
+  std::vector<prometheus::Family<prometheus::Counter>*> counters_;
+  std::vector<prometheus::Family<prometheus::Gauge>*> gauges_;
+  std::vector<prometheus::Family<prometheus::Histogram>*> histograms_;
+  std::vector<prometheus::Histogram::BucketBoundaries> buckets_;
   std::mutex mu_;
   std::pair<std::string, std::string> thp_mode_;
 };
