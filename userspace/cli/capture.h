@@ -11,9 +11,9 @@
 
 namespace thptrace::cli {
 
-// 1 in 64 copy-on-write faults sampled with their stacks: 4.2 us a sample here, 0.4% on a parent's
-// faults while it dirties 1 GiB (tests/bench/bpf_cost.sh, docs/guide/attribution.md), and a few hundred
-// samples for a fork that copies tens of thousands of pages.
+// 1 in 64 copy-on-write faults sampled with their stacks: a few hundred samples for a fork that copies
+// tens of thousands of pages, at a cost per sample tests/bench/bpf_cost.sh measures
+// (docs/guide/attribution.md).
 inline constexpr uint32_t kDefaultSampleCopies = 64;
 
 enum class Unwind { fp, dwarf };

@@ -12,10 +12,10 @@
 #include <cstring>
 #include <vector>
 
+#include "common/units.h"
+
 namespace thptrace::cli {
 namespace {
-
-constexpr size_t kPage = 4096;
 
 std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
@@ -52,7 +52,7 @@ double one_round(volatile char* region, size_t pages, std::string* why) {
   // Timed by the thread's CPU clock, not the wall's: on a busy host the wall clock also counts the
   // time the thread waited for a CPU, which is the host's load, not a copy's cost.
   const int64_t start = thread_cpu_ns();
-  for (size_t i = 0; i < pages; ++i) region[i * kPage] = 2;
+  for (size_t i = 0; i < pages; ++i) region[i * kPageBytes] = 2;
   const int64_t end = thread_cpu_ns();
   ::close(ready[1]);
   int status = 0;
@@ -68,23 +68,23 @@ std::optional<double> measure_copy_ns(size_t pages, int rounds, std::string* why
     *why = "nothing to measure";
     return std::nullopt;
   }
-  void* p = ::mmap(nullptr, pages * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p = ::mmap(nullptr, pages * kPageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     *why = errno_text("mmap");
     return std::nullopt;
   }
   // A huge page would be split and copied 4 KiB at a time anyway (Linux 5.8+), but first faulted
   // in whole: small pages measure what a copy costs and nothing else.
-  ::madvise(p, pages * kPage, MADV_NOHUGEPAGE);
+  ::madvise(p, pages * kPageBytes, MADV_NOHUGEPAGE);
   auto* region = static_cast<volatile char*>(p);
-  for (size_t i = 0; i < pages; ++i) region[i * kPage] = 1;
+  for (size_t i = 0; i < pages; ++i) region[i * kPageBytes] = 1;
   std::vector<double> runs;
   for (int r = 0; r < rounds; ++r) {
     const double ns = one_round(region, pages, why);
     if (ns < 0) break;
     runs.push_back(ns);
   }
-  ::munmap(p, pages * kPage);
+  ::munmap(p, pages * kPageBytes);
   if (runs.empty()) return std::nullopt;
   std::sort(runs.begin(), runs.end());
   return runs[runs.size() / 2];

@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 
+#include "common/units.h"
+
 namespace thptrace::correlate {
 
 namespace {
@@ -90,7 +92,7 @@ CopyAttribution attribute_copies(const std::vector<const CopySample*>& samples, 
   a.samples = samples.size();
   a.estimated = static_cast<uint64_t>(sample_every) * a.samples;
   a.estimated_error = estimate_error(sample_every, a.samples);
-  if (rss_kb) a.copy_ratio = static_cast<double>(copies) * 4096.0 / (static_cast<double>(rss_kb) * 1024.0);
+  if (rss_kb) a.copy_ratio = static_cast<double>(copies * kPageBytes) / (static_cast<double>(rss_kb) * 1024.0);
   // Most stacks stopping short: the binary whose faulting functions they start in has no frame
   // pointers, and a path would be the leaf and junk; then paths are the faulting function alone.
   size_t partial = 0;

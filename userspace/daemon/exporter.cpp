@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "common/units.h"
 #include "report/inputs.h"
 
 namespace thptrace::daemon {
@@ -219,7 +220,7 @@ void Exporter::export_episode(Target& t, const correlate::ForkEpisode& e) {
   if (!kernel_splits_) metrics_.add_thp(t.label, e.thp_splits, 0);
   if (e.fork_duration_us && e.child_lifetime_ms) {
     const forecast::Inputs::Traced f{*e.fork_duration_us, *e.child_lifetime_ms / 1e3,
-                                     (e.cow_faults + e.child_cow_faults) * 4096};
+                                     (e.cow_faults + e.child_cow_faults) * kPageBytes};
     t.traced[e.reason] = f;
     t.last_traced = f;
     update_forecast(t);

@@ -6,24 +6,25 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/units.h"
+
 namespace thptrace::forecast {
 namespace {
 
-constexpr double kPage = 4096;
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 constexpr double kMiB = 1024.0 * 1024;
 
-// The model's rates (docs/guide/predict.md): a fork's freeze per GiB of RSS and a child's save rate
-// per GiB of RSS, as forks of Redis measured them on hosts of this project's kind (21-41 ms per GiB;
-// 0.3 GiB saved in 1.1 s), each with a range wide enough for other hosts.
+// The model's rates: a fork's freeze per GiB of RSS and a child's save rate per GiB of RSS, as forks
+// of Redis measured them on hosts of this project's kind (docs/guide/predict.md says the figures),
+// each with a range wide enough for other hosts.
 constexpr double kFreezeMsPerGiB = 30, kFreezeMsPerGiBLow = 15, kFreezeMsPerGiBHigh = 60;
 constexpr double kSaveGiBPerS = 0.3, kSaveGiBPerSLow = 0.1, kSaveGiBPerSHigh = 0.6;
 // A full sync's replication buffer grows from the fork until the replica reads its stream: the
 // child's life plus the transfer and the replica's load, about as long again.
 constexpr double kSyncLives = 2, kSyncLivesLow = 1, kSyncLivesHigh = 3;
 // What a save's child copies by its own writes (its stack, its buffers, the allocator's pages it
-// reuses), which no rehearsal of the parent can see: about a hundred pages whatever the dataset (Redis
-// 7.0 children measured 101-106 pages on this project's hosts, 0.5 GB to 0.8 GB of RSS).
+// reuses), which no rehearsal of the parent can see: about a hundred pages whatever the dataset
+// (docs/guide/predict.md).
 constexpr double kChildOwnBytes = 420 * 1024, kChildOwnBytesLow = 256 * 1024, kChildOwnBytesHigh = 1024 * 1024;
 // A need this close to its limit (or whose range reaches past it) is tight.
 constexpr double kTight = 0.9;
@@ -140,13 +141,13 @@ Prediction predict(const Inputs& in, correlate::Reason reason) {
   p.reason = reason;
   p.fork_freeze_ms = freeze_of(in);
   p.child_lifetime_s = lifetime_of(in);
-  const auto max_pages = static_cast<uint64_t>(static_cast<double>(in.anon_bytes) / kPage);
+  const auto max_pages = static_cast<uint64_t>(static_cast<double>(in.anon_bytes) / kPageBytes);
   if (!in.dirty_curve.empty()) {
     const auto& l = p.child_lifetime_s;
     p.copied_bytes =
-        Figure{dirty_pages_at(in.dirty_curve, l.value, max_pages) * kPage + kChildOwnBytes,
-               dirty_pages_at(in.dirty_curve, l.low, max_pages) * kPage + kChildOwnBytesLow,
-               dirty_pages_at(in.dirty_curve, l.high, max_pages) * kPage + kChildOwnBytesHigh, Method::soft_dirty,
+        Figure{dirty_pages_at(in.dirty_curve, l.value, max_pages) * kPageBytes + kChildOwnBytes,
+               dirty_pages_at(in.dirty_curve, l.low, max_pages) * kPageBytes + kChildOwnBytesLow,
+               dirty_pages_at(in.dirty_curve, l.high, max_pages) * kPageBytes + kChildOwnBytesHigh, Method::soft_dirty,
                fmt::format("pages written over {:.1f} s of rehearsal, read at the child's lifetime, "
                            "and {:.0f} KiB the child copies by its own writes",
                            in.dirty_curve.back().first, kChildOwnBytes / 1024)};

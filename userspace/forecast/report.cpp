@@ -4,13 +4,12 @@
 #include <fmt/core.h>
 
 #include "common/text.h"
+#include "common/units.h"
 
 namespace thptrace::forecast {
 namespace {
 
 using ordered_json = nlohmann::ordered_json;
-
-std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024)); }
 
 ordered_json figure_json(const Figure& f) {
   return {{"value", f.value}, {"low", f.low}, {"high", f.high}, {"method", method_name(f.method)}, {"basis", f.basis}};
@@ -33,11 +32,11 @@ std::string to_text(const PredictReport& r) {
   std::string out = fmt::format("thptrace {} — predict for pid {} ({}), measured for {:.1f} s\n", r.version, r.pid,
                                 text::printable(r.comm), r.measured_s);
   const auto& in = r.inputs;
-  out += fmt::format("memory: RSS {}, anonymous {}, page tables {}", mib(static_cast<double>(in.rss_bytes)),
-                     mib(static_cast<double>(in.anon_bytes)), mib(static_cast<double>(in.page_table_bytes)));
-  out += in.cgroup_limit_bytes ? ", memory cgroup limit " + mib(static_cast<double>(*in.cgroup_limit_bytes))
+  out += fmt::format("memory: RSS {}, anonymous {}, page tables {}", mib_text(static_cast<double>(in.rss_bytes)),
+                     mib_text(static_cast<double>(in.anon_bytes)), mib_text(static_cast<double>(in.page_table_bytes)));
+  out += in.cgroup_limit_bytes ? ", memory cgroup limit " + mib_text(static_cast<double>(*in.cgroup_limit_bytes))
                                : std::string(", no memory cgroup limit");
-  if (in.mem_available_bytes) out += ", host MemAvailable " + mib(static_cast<double>(*in.mem_available_bytes));
+  if (in.mem_available_bytes) out += ", host MemAvailable " + mib_text(static_cast<double>(*in.mem_available_bytes));
   out += "\n";
   if (r.main_thread_cpu) {
     out += fmt::format("main thread: {:.0f}% of a CPU while measured", *r.main_thread_cpu * 100);
@@ -62,7 +61,7 @@ std::string to_text(const PredictReport& r) {
     out += fmt::format(
         "rehearsal (soft-dirty): the clear stalled the process {:.2f} ms; {} pages ({}) written in "
         "{:.1f} s\n",
-        r.rehearsal.walk_ms.value_or(0), pages, mib(static_cast<double>(pages) * 4096),
+        r.rehearsal.walk_ms.value_or(0), pages, mib_text(static_cast<double>(pages * kPageBytes)),
         r.rehearsal.curve.empty() ? 0.0 : r.rehearsal.curve.back().first);
     if (!r.rehearsal.held_mappings.empty())
       out +=
@@ -84,16 +83,17 @@ std::string to_text(const PredictReport& r) {
   out += figure_line("child lifetime", fmt::format("{:.1f} s", lt.value), fmt::format("{:.1f}", lt.low),
                      fmt::format("{:.1f} s", lt.high), lt);
   if (p.copied_bytes)
-    out += figure_line("copied", mib(p.copied_bytes->value), mib(p.copied_bytes->low), mib(p.copied_bytes->high),
-                       *p.copied_bytes);
+    out += figure_line("copied", mib_text(p.copied_bytes->value), mib_text(p.copied_bytes->low),
+                       mib_text(p.copied_bytes->high), *p.copied_bytes);
   else
     out += fmt::format("  {:<16} {:>12}  ({})\n", "copied", "unknown", p.copied_unknown_why);
   if (p.replica_buffer_peak_bytes)
-    out += figure_line("replica buffer", mib(p.replica_buffer_peak_bytes->value), mib(p.replica_buffer_peak_bytes->low),
-                       mib(p.replica_buffer_peak_bytes->high), *p.replica_buffer_peak_bytes);
+    out += figure_line("replica buffer", mib_text(p.replica_buffer_peak_bytes->value),
+                       mib_text(p.replica_buffer_peak_bytes->low), mib_text(p.replica_buffer_peak_bytes->high),
+                       *p.replica_buffer_peak_bytes);
   for (const auto& c : p.limits)
-    out += fmt::format("  limit {}: {} needed of {} ({} to {}): {}\n", c.name, mib(c.need.value),
-                       mib(static_cast<double>(c.limit_bytes)), mib(c.need.low), mib(c.need.high),
+    out += fmt::format("  limit {}: {} needed of {} ({} to {}): {}\n", c.name, mib_text(c.need.value),
+                       mib_text(static_cast<double>(c.limit_bytes)), mib_text(c.need.low), mib_text(c.need.high),
                        verdict_name(c.verdict));
   if (p.limits.empty()) out += "  no limit known (no memory cgroup limit, MemAvailable unreadable, no --redis)\n";
   if (p.max_replicas)
@@ -116,7 +116,7 @@ ordered_json to_json(const PredictReport& r) {
                  {"cgroup_usage_bytes", or_null(in.cgroup_usage_bytes)},
                  {"mem_available_bytes", or_null(in.mem_available_bytes)}};
   ordered_json curve = ordered_json::array();
-  for (const auto& [s, pages] : r.rehearsal.curve) curve.push_back({{"after_s", s}, {"bytes", pages * 4096}});
+  for (const auto& [s, pages] : r.rehearsal.curve) curve.push_back({{"after_s", s}, {"bytes", pages * kPageBytes}});
   j["rehearsal"] = {{"run", r.rehearsal.run},
                     {"why_not", r.rehearsal.run ? ordered_json(nullptr) : ordered_json(r.rehearsal.why_not)},
                     {"walk_ms", or_null(r.rehearsal.walk_ms)},

@@ -12,11 +12,10 @@
 namespace thptrace::loadgen::detail {
 namespace {
 
-// A late wake-up lands in every open-loop latency (counted from the intended send time), and
-// on a busy 2-core host sleeps overshoot by tens of µs even with 1 ns timer slack. So the probe
-// sleeps until 100 µs before its send time and spins the rest: measured there, 30 µs left the
-// corrected p50 ~10 µs above the service time, 100 µs matched it. The cost is ≤ 10% of a core
-// at 1000 req/s.
+// A late wake-up lands in every open-loop latency (counted from the intended send time), and on a
+// busy host a sleep overshoots by tens of µs even with the least timer slack. So the probe sleeps
+// until spin_margin before its send time and spins the rest (the margin against the corrected p50,
+// and the spin's cost: docs/development/measurements.md, "The load generator's probe").
 constexpr auto spin_margin = std::chrono::microseconds(100);
 // Upper bound on one sleep, so a slow rate still notices `stop` promptly.
 constexpr auto max_sleep = std::chrono::milliseconds(50);

@@ -140,7 +140,8 @@ HugePageEligibility huge_page_eligibility(pid_t pid, const std::string& system_m
   if (status && status->thp_enabled == false)
     return {false, "the process opted out of THP (THP_enabled: 0, as Redis's disable-thp does)"};
   if (system_mode != "madvise") return {true, "THP is " + system_mode};
-  // smaps walks the page tables to fill in its sizes: about 10 ms per GiB mapped, paid once.
+  // smaps walks the page tables to fill in its sizes (its cost per GiB mapped: measurements.md),
+  // paid once.
   constexpr size_t kMaxSmaps = 64 << 20;
   const auto smaps = read_file("/proc/" + std::to_string(pid) + "/smaps", kMaxSmaps);
   if (!smaps) return {true, "THP is madvise and the process's smaps cannot be read"};

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "common/units.h"
 #include "correlate/correlator.h"
 
 namespace thptrace::report {
@@ -134,7 +135,7 @@ Report assemble(const CaptureInputs& in) {
   r.sample_every = in.sample_every;
   r.copy_samples_dropped = in.copy_samples_dropped;
   for (const auto& f : r.forks) {
-    r.memory.copied_bytes += (f.cow_faults + f.child_cow_faults) * 4096;
+    r.memory.copied_bytes += (f.cow_faults + f.child_cow_faults) * kPageBytes;
     if (f.child_lifetime_ms) r.memory.fork_window_s += *f.child_lifetime_ms / 1e3;
   }
   for (const auto& s : samples)

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "common/units.h"
 #include "report/copies.h"
 #include "report/report.h"
 
@@ -15,18 +16,29 @@ namespace {
 using correlate::Reason;
 using nlohmann::ordered_json;
 
-// A finding while they are gathered: priority orders those of the same severity and impact (lower
-// first), as they were ordered before they had an impact.
+// Among findings of the same severity and impact, which comes first.
+enum class Priority {
+  loop,           // a full-sync loop: it goes round until a limit is changed
+  lost,           // what the host or the capture lost: OOM kills, dropped events
+  state,          // what changes how the rest reads: the target exited, another process, opted out of THP
+  cause,          // where the time went: THP splits, fsync contention, a fork clients felt
+  figure,         // each fork's figures: copies, their code paths, server latency, compaction
+  detail,         // partial stacks, the freeze, khugepaged
+  setting,        // a host setting that explains the figures: THP never
+  quiet,          // nothing to act on: THP madvise unused, steady fsyncs
+  missing_input,  // what the capture was not given: no --redis
+  nothing,        // no fork happened
+};
+
+// A finding while they are gathered.
 struct Draft {
-  int priority;
+  Priority priority;
   std::string text;
   std::string id;
   Severity severity = Severity::info;
   std::optional<double> impact_ms;
   ordered_json evidence = ordered_json::object();
 };
-
-std::string mib(double kb) { return fmt::format("{:.1f} MiB", kb / 1024.0); }
 
 // Past this many fork windows with latency figures, they fold into one finding.
 constexpr size_t kLatencySentences = 3;
@@ -53,11 +65,11 @@ std::string loop_finding(const ReplicationSection& x) {
       x.limit ? fmt::format("`client-output-buffer-limit replica {} {} {}`", bytes_config(x.limit->hard_bytes),
                             bytes_config(x.limit->soft_bytes), x.limit->soft_seconds)
               : std::string("the replica output buffer limit");
-  std::string buffers = fmt::format("replication buffers peaked at {}",
-                                    mib(static_cast<double>(x.replication_buffer_peak_bytes) / 1024.0));
+  std::string buffers =
+      fmt::format("replication buffers peaked at {}", mib_text(static_cast<double>(x.replication_buffer_peak_bytes)));
   if (x.replica_output_buffer_peak_bytes)
     buffers += fmt::format(", a replica's output buffer at {}",
-                           mib(static_cast<double>(*x.replica_output_buffer_peak_bytes) / 1024.0));
+                           mib_text(static_cast<double>(*x.replica_output_buffer_peak_bytes)));
   if (x.loop_cause == "output_buffer_limit") {
     cause = fmt::format(": its output buffer overflowed {}{} ({})", limit,
                         x.output_buffer_limit_disconnections
@@ -68,7 +80,7 @@ std::string loop_finding(const ReplicationSection& x) {
       cause += fmt::format(
           "; a hard limit of at least {} would have held (the replication stream grew {}/s): `CONFIG SET "
           "client-output-buffer-limit \"replica {} {} {}\"`",
-          mib(static_cast<double>(*x.suggested_hard_limit_bytes) / 1024.0), mib(x.stream_bytes_per_s / 1024.0),
+          mib_text(static_cast<double>(*x.suggested_hard_limit_bytes)), mib_text(x.stream_bytes_per_s),
           bytes_config(*x.suggested_hard_limit_bytes),
           x.limit && x.limit->soft_bytes
               ? bytes_config(std::max(x.limit->soft_bytes, *x.suggested_hard_limit_bytes / 2))
@@ -103,7 +115,7 @@ void copy_findings(const Report& r, std::vector<Draft>& f) {
     ordered_json commands = ordered_json::object();
     for (const auto& c : e.copies->commands)
       if (c.share >= kNamedShare) commands[c.name] = c.share;
-    f.push_back({3,
+    f.push_back({Priority::figure,
                  fmt::format("In the {} fork window (child {}), {:.0f}% of the sampled copies came from {} "
                              "(about {} of its {} copies); {:.0f}% were in {} memory.{}",
                              correlate::reason_name(e.reason), e.child_pid, top->share * 100, top->name,
@@ -116,7 +128,7 @@ void copy_findings(const Report& r, std::vector<Draft>& f) {
   }
   for (const auto* e : sampled)
     if (!e->copies->stacks_partial.empty()) {
-      f.push_back({4,
+      f.push_back({Priority::detail,
                    fmt::format("Call stacks of the sampled copies stop at the function that wrote: {}, so each "
                                "copy is attributed to that function, not to the code that called it.",
                                e->copies->stacks_partial),
@@ -127,7 +139,7 @@ void copy_findings(const Report& r, std::vector<Draft>& f) {
       break;
     }
   if (r.copy_samples_dropped > 0)
-    f.push_back({2,
+    f.push_back({Priority::cause,
                  fmt::format("{} sampled copies were dropped (the samples ring buffer was full): the shares "
                              "stand, the estimated totals are low.",
                              r.copy_samples_dropped),
@@ -140,7 +152,7 @@ void copy_findings(const Report& r, std::vector<Draft>& f) {
 // A full-sync loop, drops by the output buffer limit, forks wasted on dropped replicas.
 void replication_findings(const Report& r, std::vector<Draft>& f) {
   if (const auto& x = r.replication; x && !x->loops.empty())
-    f.push_back({-1,
+    f.push_back({Priority::loop,
                  loop_finding(*x),
                  "full_sync_loop",
                  Severity::critical,
@@ -153,27 +165,27 @@ void replication_findings(const Report& r, std::vector<Draft>& f) {
   // resync (the backlog still held its offset), but each drop is a reconnect and a resend.
   if (const auto& x = r.replication; x && x->loops.empty() && x->output_buffer_limit_disconnections.value_or(0) > 0)
     f.push_back(
-        {1,
-         fmt::format("Redis dropped a replica {} time{} for overcoming its output buffer limit{} (replica "
-                     "output buffer peak {}): the writes during a sync outgrow the limit; raise it.",
-                     *x->output_buffer_limit_disconnections, *x->output_buffer_limit_disconnections == 1 ? "" : "s",
-                     x->limit ? fmt::format(" `client-output-buffer-limit replica {} {} {}`",
-                                            bytes_config(x->limit->hard_bytes), bytes_config(x->limit->soft_bytes),
-                                            x->limit->soft_seconds)
-                              : std::string(),
-                     x->replica_output_buffer_peak_bytes
-                         ? mib(static_cast<double>(*x->replica_output_buffer_peak_bytes) / 1024.0)
-                         : std::string("not seen")),
+        {Priority::state,
+         fmt::format(
+             "Redis dropped a replica {} time{} for overcoming its output buffer limit{} (replica "
+             "output buffer peak {}): the writes during a sync outgrow the limit; raise it.",
+             *x->output_buffer_limit_disconnections, *x->output_buffer_limit_disconnections == 1 ? "" : "s",
+             x->limit
+                 ? fmt::format(" `client-output-buffer-limit replica {} {} {}`", bytes_config(x->limit->hard_bytes),
+                               bytes_config(x->limit->soft_bytes), x->limit->soft_seconds)
+                 : std::string(),
+             x->replica_output_buffer_peak_bytes ? mib_text(static_cast<double>(*x->replica_output_buffer_peak_bytes))
+                                                 : std::string("not seen")),
          "replica_output_buffer_drops",
          Severity::warning,
          std::nullopt,
          {{"disconnections", *x->output_buffer_limit_disconnections}}});
   if (const auto& x = r.replication; x && x->wasted_forks > 0)
-    f.push_back({1,
+    f.push_back({Priority::state,
                  fmt::format("{} full-sync fork{} served only replicas that were dropped before they came online "
                              "(Redis then kills the child): wasted, {} copied on write for nothing.",
                              x->wasted_forks, x->wasted_forks == 1 ? "" : "s",
-                             mib(static_cast<double>(x->wasted_copied_bytes) / 1024.0)),
+                             mib_text(static_cast<double>(x->wasted_copied_bytes))),
                  "wasted_full_sync_forks",
                  Severity::warning,
                  std::nullopt,
@@ -183,10 +195,11 @@ void replication_findings(const Report& r, std::vector<Draft>& f) {
 // How the process stands with THP: opted out, never, backed by huge pages, or none under madvise.
 void thp_findings(const Report& r, std::vector<Draft>& f) {
   if (r.system.thp_enabled == "always" && r.thp_enabled_for_process == false) {
-    std::string why = r.redis && r.redis->disable_thp == "yes"
-                          ? "Redis's `disable-thp yes` (the default since 6.2) called prctl(PR_SET_THP_DISABLE) at start-up"
-                          : "the process called prctl(PR_SET_THP_DISABLE)";
-    f.push_back({1,
+    std::string why =
+        r.redis && r.redis->disable_thp == "yes"
+            ? "Redis's `disable-thp yes` (the default since 6.2) called prctl(PR_SET_THP_DISABLE) at start-up"
+            : "the process called prctl(PR_SET_THP_DISABLE)";
+    f.push_back({Priority::state,
                  fmt::format("THP is `always` system-wide, but this process opted out (THP_enabled: 0 in "
                              "/proc/{}/status): {}, so its heap is not backed by huge pages and fork "
                              "copy-on-write works on 4 KiB pages.",
@@ -196,24 +209,24 @@ void thp_findings(const Report& r, std::vector<Draft>& f) {
                  std::nullopt,
                  {{"thp_enabled", r.system.thp_enabled}, {"thp_enabled_for_process", false}}});
   } else if (r.system.thp_enabled == "never") {
-    f.push_back({5,
+    f.push_back({Priority::setting,
                  "THP is `never` on this host: the heap is backed by 4 KiB pages only.",
                  "thp_never",
                  Severity::info,
                  std::nullopt,
                  {{"thp_enabled", "never"}}});
   } else if (r.anon_huge_pages_kb_max > 0) {
-    f.push_back({2,
+    f.push_back({Priority::cause,
                  fmt::format("Transparent huge pages back up to {} of this process's memory (AnonHugePages): "
                              "page tables are smaller so fork is faster, but every first write after fork "
                              "faults on a huge mapping.",
-                             mib(static_cast<double>(r.anon_huge_pages_kb_max))),
+                             mib_text(static_cast<double>(r.anon_huge_pages_kb_max) * 1024)),
                  "thp_backed",
                  Severity::info,
                  std::nullopt,
                  {{"anon_huge_pages_kb_max", r.anon_huge_pages_kb_max}}});
   } else if (r.system.thp_enabled == "madvise") {
-    f.push_back({6,
+    f.push_back({Priority::quiet,
                  "THP is `madvise` and this process has no huge pages (AnonHugePages 0 kB): copy-on-write "
                  "after fork works on 4 KiB pages.",
                  "thp_madvise_unused",
@@ -232,7 +245,7 @@ void fork_findings(const Report& r, std::vector<Draft>& f) {
     vmstat_splits = vmstat_splits || e.thp_splits_source == "vmstat";
   }
   if (splits > 0)
-    f.push_back({2,
+    f.push_back({Priority::cause,
                  fmt::format("The kernel split {} huge PMDs during fork windows{} instead of copying 2 MiB "
                              "pages: since Linux 5.8 a write to a shared huge page splits it and copies 4 KiB.",
                              splits, vmstat_splits ? " (system-wide, from /proc/vmstat thp_split_pmd)" : ""),
@@ -241,9 +254,10 @@ void fork_findings(const Report& r, std::vector<Draft>& f) {
                  std::nullopt,
                  {{"thp_splits", splits}, {"source", vmstat_splits ? "vmstat" : "kernel"}}});
 
-  const auto disk_syncs = std::count_if(r.forks.begin(), r.forks.end(), [](const auto& e) { return e.reason == Reason::full_sync_disk; });
+  const auto disk_syncs =
+      std::count_if(r.forks.begin(), r.forks.end(), [](const auto& e) { return e.reason == Reason::full_sync_disk; });
   if (disk_syncs > 0)
-    f.push_back({3,
+    f.push_back({Priority::figure,
                  fmt::format("{} full sync{} went over disk: the fork child wrote a whole RDB file before "
                              "the replica got a byte.",
                              disk_syncs, disk_syncs == 1 ? "" : "s"),
@@ -263,9 +277,9 @@ void fork_findings(const Report& r, std::vector<Draft>& f) {
   // The copies' stall is the server's time, spread over the child's life, not one client's wait: it
   // is evidence, and the finding has no impact_ms of its own.
   if (cow > 0)
-    f.push_back({3,
+    f.push_back({Priority::figure,
                  fmt::format("While fork children lived, the parent copied {} pages ({}) on write{}.", cow,
-                             mib(static_cast<double>(cow) * 4.0),
+                             mib_text(static_cast<double>(cow * kPageBytes)),
                              stall_ms ? fmt::format(", which stopped the threads that wrote for {}{:.1f} ms in all{}",
                                                     estimated ? "about " : "", *stall_ms,
                                                     estimated ? " (estimated from a copy's cost measured here)" : "")
@@ -274,7 +288,7 @@ void fork_findings(const Report& r, std::vector<Draft>& f) {
                  Severity::warning,
                  std::nullopt,
                  {{"copies", cow},
-                  {"copied_bytes", cow * 4096},
+                  {"copied_bytes", cow * kPageBytes},
                   {"stall_ms", stall_ms ? ordered_json(*stall_ms) : ordered_json(nullptr)},
                   {"stall_source", stall_ms ? (estimated ? "estimate" : "kernel") : ""}}});
 
@@ -294,7 +308,7 @@ void fork_findings(const Report& r, std::vector<Draft>& f) {
       evidence["rss_kb_at_fork"] = *longest->rss_kb_at_fork;
       evidence["ms_per_gib"] = ms / gib;
     }
-    f.push_back({4,
+    f.push_back({Priority::detail,
                  fmt::format("The {} fork (child {}) froze the server for {:.1f} ms{}: every client waited that "
                              "long.",
                              correlate::reason_name(longest->reason), longest->child_pid, ms, per_gib),
@@ -369,7 +383,7 @@ void disk_findings(const Report& r, std::vector<Draft>& f) {
     numbers += fmt::format("; the event loop spent {:.1f} ms in its AOF writes", e.fsync_during->aof_write->blocked_ms);
   }
   if (worst->ratio < kFsyncSlowdown) {
-    f.push_back({6,
+    f.push_back({Priority::quiet,
                  fmt::format("The {} thread's fsyncs did not slow while the {} fork's child lived (child {}: {}): "
                              "the disk was not what this fork's clients waited for.",
                              worst->kind, correlate::reason_name(e.reason), e.child_pid, numbers),
@@ -388,7 +402,7 @@ void disk_findings(const Report& r, std::vector<Draft>& f) {
         "its AOF write (aof_delayed_fsync {} during the fork), and no-appendfsync-on-rewrite yes skips them while a "
         "child lives, at the price of up to that long of writes lost if the host crashes then.",
         e.aof_delayed_fsync ? std::to_string(*e.aof_delayed_fsync) : std::string("unknown"));
-  f.push_back({2,
+  f.push_back({Priority::cause,
                fmt::format("The {} thread's fsyncs slowed while the {} fork's child lived (child {}: {}): the child's "
                            "writes and the process's syncs share the disk.{}",
                            worst->kind, correlate::reason_name(e.reason), e.child_pid, numbers, trade),
@@ -415,7 +429,7 @@ void latency_findings(const Report& r, std::vector<Draft>& f) {
     if (b && b->samples > 0 && d.p999_us <= b->p999_us && d.over_timeout <= b->over_timeout) {
       evidence["max_us_before"] = b->max_us;
       evidence["over_timeout_before"] = b->over_timeout;
-      f.push_back({3,
+      f.push_back({Priority::figure,
                    fmt::format("Clients felt no more during the {} fork (child {}) than in the window before it: "
                                "p99.9 {:.2f} ms against {:.2f} ms, the slowest request {:.1f} ms against {:.1f} ms; "
                                "{} of {} requests took over {} µs, against {} of {} before.",
@@ -424,7 +438,7 @@ void latency_findings(const Report& r, std::vector<Draft>& f) {
                                r.client_probe->client_timeout_us, b->over_timeout, b->samples),
                    "fork_not_felt", Severity::info, std::nullopt, std::move(evidence)});
     } else {
-      f.push_back({2,
+      f.push_back({Priority::cause,
                    fmt::format("Clients felt the {} fork (child {}): the slowest probe request waited {:.1f} ms and "
                                "p99.9 was {:.2f} ms, against {} in the window before; {} of {} requests took over "
                                "{} µs.",
@@ -446,7 +460,7 @@ void latency_findings(const Report& r, std::vector<Draft>& f) {
       const auto& d = *e->latency_during;
       const auto& b = *e->latency_before;
       f.push_back(
-          {3,
+          {Priority::figure,
            fmt::format("During the {} fork window (child {}), Redis's server-side p99.9 was ≤ {:.0f} µs "
                        "(p50 ≤ {:.0f} µs) against ≤ {:.0f} µs (p50 ≤ {:.0f} µs) in the window before.",
                        correlate::reason_name(e->reason), e->child_pid, d.p999_us, d.p50_us, b.p999_us, b.p50_us),
@@ -462,7 +476,7 @@ void latency_findings(const Report& r, std::vector<Draft>& f) {
     const auto worse = std::count_if(windows.begin(), windows.end(), [](const auto* e) {
       return e->latency_during->p999_us > e->latency_before->p999_us;
     });
-    f.push_back({3,
+    f.push_back({Priority::figure,
                  fmt::format("In {} of {} fork windows Redis's server-side p99.9 was higher than in the window "
                              "before; the worst, during the {} fork window (child {}), was ≤ {:.0f} µs against "
                              "≤ {:.0f} µs before.",
@@ -478,7 +492,7 @@ void latency_findings(const Report& r, std::vector<Draft>& f) {
 // What Redis left out or contradicted: unreachable, unanswered for a while, no address, another process.
 void redis_findings(const Report& r, std::vector<Draft>& f) {
   if (r.redis && !r.redis->reachable)
-    f.push_back({1,
+    f.push_back({Priority::state,
                  fmt::format("Redis at {} was not reachable ({}): fork reasons and server-side latency are "
                              "missing; the kernel figures are complete.",
                              r.redis->address, r.redis->error),
@@ -493,7 +507,7 @@ void redis_findings(const Report& r, std::vector<Draft>& f) {
     const auto& last = u.back();
     if (!(r.target_exited && !last.to_ns)) {
       f.push_back(
-          {2,
+          {Priority::cause,
            fmt::format(
                "Redis at {} stopped answering {} during the capture, last from +{:.1f} s {} ({}): for "
                "that time fork reasons come from the uprobes only and there are no server-side "
@@ -509,14 +523,14 @@ void redis_findings(const Report& r, std::vector<Draft>& f) {
     }
   }
   if (!r.redis && r.comm.rfind("redis", 0) == 0)
-    f.push_back({7,
+    f.push_back({Priority::missing_input,
                  "No --redis address was given: fork reasons come from uprobes only and there are no "
                  "server-side latency windows.",
                  "no_redis_address", Severity::info, std::nullopt, ordered_json::object()});
   // Redis reports its pid in its own PID namespace (1 in a container).
   if (r.redis && r.redis->reachable && r.redis->process_id &&
       r.redis->process_id != (r.pid_in_namespace ? r.pid_in_namespace : r.pid))
-    f.push_back({1,
+    f.push_back({Priority::state,
                  fmt::format("Redis at {} reports process_id {}, not the traced pid {}: its figures describe "
                              "another process.",
                              r.redis->address, r.redis->process_id, r.pid),
@@ -542,7 +556,7 @@ void memory_findings(const Report& r, std::vector<Draft>& f) {
             in_mib(static_cast<uint64_t>(per_s)), in_mib(headroom), static_cast<double>(headroom) / per_s);
       }
       f.push_back(
-          {1,
+          {Priority::state,
            fmt::format("The memory cgroup's usage peaked at {:.1f} MiB, {:.0f}% of its {:.1f} MiB limit ({}): "
                        "copy-on-write during a longer fork, or more writes, can reach it and the kernel "
                        "would OOM-kill a process in it.{}",
@@ -555,7 +569,7 @@ void memory_findings(const Report& r, std::vector<Draft>& f) {
            {{"usage_max_bytes", c->usage_max_bytes}, {"limit_bytes", *c->limit_bytes}, {"headroom_bytes", headroom}}});
     }
     if (c->oom_kills > 0)
-      f.push_back({0,
+      f.push_back({Priority::lost,
                    fmt::format("The kernel OOM-killed {} process(es) in this memory cgroup ({}) during the capture.",
                                c->oom_kills, c->path),
                    "oom_kills",
@@ -588,7 +602,7 @@ std::vector<report::Finding> findings(const Report& r) {
   std::vector<Draft> f;
   replication_findings(r, f);
   if (r.totals.dropped_events > 0)
-    f.push_back({0,
+    f.push_back({Priority::lost,
                  fmt::format("{} kernel events were dropped because the ring buffer was full: episode "
                              "boundaries may be missing (fault counts are kept in maps and are complete).",
                              r.totals.dropped_events),
@@ -602,7 +616,7 @@ std::vector<report::Finding> findings(const Report& r) {
   latency_findings(r, f);
   if (r.totals.compaction_stalls + r.totals.reclaim_stalls > 0)
     f.push_back(
-        {3,
+        {Priority::figure,
          fmt::format("The process stalled {} times in direct compaction ({:.1f} ms) and {} times in "
                      "direct reclaim ({:.1f} ms).",
                      r.totals.compaction_stalls, r.totals.compaction_ms, r.totals.reclaim_stalls, r.totals.reclaim_ms),
@@ -614,7 +628,7 @@ std::vector<report::Finding> findings(const Report& r) {
           {"reclaim_stalls", r.totals.reclaim_stalls},
           {"reclaim_ms", r.totals.reclaim_ms}}});
   if (r.totals.thp_collapses > 0)
-    f.push_back({4,
+    f.push_back({Priority::detail,
                  fmt::format("khugepaged collapsed {} ranges of this process into huge pages.", r.totals.thp_collapses),
                  "khugepaged_collapses",
                  Severity::info,
@@ -624,7 +638,7 @@ std::vector<report::Finding> findings(const Report& r) {
   redis_findings(r, f);
   if (r.target_exited)
     f.push_back(
-        {1,
+        {Priority::state,
          fmt::format("The traced process {} exited during the capture; the report covers what was seen until then.",
                      r.pid),
          "target_exited",
@@ -632,10 +646,10 @@ std::vector<report::Finding> findings(const Report& r) {
          std::nullopt,
          {{"pid", r.pid}}});
   if (r.forks.empty())
-    f.push_back(
-        {8, "No fork happened during the capture.", "no_fork", Severity::info, std::nullopt, ordered_json::object()});
+    f.push_back({Priority::nothing, "No fork happened during the capture.", "no_fork", Severity::info, std::nullopt,
+                 ordered_json::object()});
   if (r.totals.untracked_forks > 0)
-    f.push_back({2,
+    f.push_back({Priority::cause,
                  fmt::format("{} forks overlapped more than {} live children and their faults were not "
                              "attributed.",
                              r.totals.untracked_forks, THPTRACE_MAX_ACTIVE),

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include "common/units.h"
 #include "report/report.h"
 
 namespace thptrace::report {
@@ -102,7 +103,7 @@ std::optional<ReplicationSection> replication_of(const CaptureInputs& in,
     if (all_dropped) {
       if (f.child_lifetime_ms) longest_wasted_child_s = std::max(longest_wasted_child_s, *f.child_lifetime_ms / 1e3);
       ++r.wasted_forks;
-      r.wasted_copied_bytes += (f.cow_faults + f.child_cow_faults) * 4096;
+      r.wasted_copied_bytes += (f.cow_faults + f.child_cow_faults) * kPageBytes;
     }
   }
 

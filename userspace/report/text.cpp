@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "common/text.h"
+#include "common/units.h"
 #include "report/copies.h"
 #include "report/report.h"
 
@@ -163,7 +164,7 @@ void server_lines(const Report& r, const Line& line) {
   if (r.redis && r.redis->reachable)
     for (const auto& why : r.redis->refused) line(fmt::format("redis figure missing: {}", why));
   if (const auto& c = r.memory.cgroup) {
-    const auto mib = [](uint64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20)); };
+    const auto mib = [](uint64_t b) { return mib_text(static_cast<double>(b)); };
     line(fmt::format("memory cgroup v{} {}: limit {}, usage peak {}{}, oom kills {}", c->version, c->path,
                      c->limit_bytes ? mib(*c->limit_bytes) : std::string("none"), mib(c->usage_max_bytes),
                      c->limit_bytes ? fmt::format(" ({:.0f}% of it)",
@@ -173,7 +174,7 @@ void server_lines(const Report& r, const Line& line) {
                      c->oom_kills));
   }
   if (const auto& x = r.replication) {
-    const auto mib = [](uint64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20)); };
+    const auto mib = [](uint64_t b) { return mib_text(static_cast<double>(b)); };
     std::string limit = "unknown";
     if (x->limit)
       limit = fmt::format("{} hard, {} soft for {} s", mib(x->limit->hard_bytes), mib(x->limit->soft_bytes),

@@ -91,8 +91,8 @@ struct RedisScope {
 // chain (raw_tp for kernel families, INFO polling for Redis) so those paths are testable on any kernel.
 // disk (--disk): auto takes the disk family where fentry loads on its four system calls and leaves
 // it off elsewhere: its fallback, the sys_enter/sys_exit tracepoints, puts every system call of the
-// host on the kernel's slow path while attached (getppid 1.17x on this project's CI host,
-// tests/bench/host_overhead.sh); on takes that fallback too; off never traces the disk.
+// host on the kernel's slow path while attached (tests/bench/host_overhead.sh, figures in
+// docs/development/measurements.md); on takes that fallback too; off never traces the disk.
 enum class DiskTracing { automatic, on, off };
 AttachModes choose_modes(bool force_fallback, const RedisScope& redis, DiskTracing disk = DiskTracing::automatic);
 // "auto", "on" or "off" as --disk takes it; nullopt for anything else. Inline: the option parsers
