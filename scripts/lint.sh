@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Checks what a change touched in the C++ side (userspace/, tests/): formatting (.clang-format, on
+# Checks the layers of userspace/ (scripts/check_layers.sh, the whole tree), then what a change
+# touched in the C++ side (userspace/, tests/): formatting (.clang-format, on
 # the changed lines only, with git-clang-format), clang-tidy (.clang-tidy, on the changed lines only)
 # and the comment style (`//` everywhere: no `///`). Files nobody touched are left as they are.
 #
@@ -22,14 +23,18 @@ if [ -z "$ref" ]; then
   ref=$base
 fi
 
+# 0. The layers, over the whole tree: an include from a layer above is an error wherever it is.
+layers_status=0
+bash "$root/scripts/check_layers.sh" || layers_status=1
+
 mapfile -t files < <(git diff --name-only --diff-filter=ACMR "$ref" -- \
   'userspace/*.cpp' 'userspace/*.h' 'tests/*.cpp' 'tests/*.h')
 if [ ${#files[@]} -eq 0 ]; then
   echo "lint: no C++ file changed since $(git rev-parse --short "$ref")"
-  exit 0
+  exit $layers_status
 fi
 echo "lint: ${#files[@]} C++ file(s) changed since $(git rev-parse --short "$ref")"
-status=0
+status=$layers_status
 
 # 1. Formatting of the changed lines.
 if ! out=$(git-clang-format-14 --binary clang-format-14 --extensions cpp,h,c --diff "$ref" -- "${files[@]}" 2>&1); then

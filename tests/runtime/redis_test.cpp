@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "harness.h"
+#include "kernel/abi.h"
 #include "proc/proc.h"
-#include "tracer/abi.h"
 
 using namespace thptrace::test;
 using namespace std::chrono_literals;

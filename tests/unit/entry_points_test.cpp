@@ -3,7 +3,7 @@
 // reasons the uprobes can then label; the rest are left to INFO polling.
 #include <gtest/gtest.h>
 
-#include "tracer/abi.h"
+#include "kernel/abi.h"
 #include "tracer/entry_points.h"
 
 using namespace thptrace::tracer;

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "tracer/abi.h"
+#include "kernel/abi.h"
 
 namespace thptrace::test {
 

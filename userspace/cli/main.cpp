@@ -20,14 +20,13 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/program_options.h"
-#include "common/redis_options.h"
 #include "common/signals.h"
-#include "daemon/daemon.h"
+#include "daemon/main.h"
+#include "redis/options.h"
 #include "thptrace/version.h"
 
 namespace po = boost::program_options;
 using namespace thptrace;
-
 
 namespace {
 
@@ -111,8 +110,7 @@ int capture_main(int argc, char** argv) {
   else
     throw FatalError(kExitUsage, "--disk: expected auto, on or off.");
   o.interval_ms = vm["interval-ms"].as<int>();
-  if (o.interval_ms < 10 || o.interval_ms > 60000)
-    throw FatalError(kExitUsage, "--interval-ms: expected 10 to 60000.");
+  if (o.interval_ms < 10 || o.interval_ms > 60000) throw FatalError(kExitUsage, "--interval-ms: expected 10 to 60000.");
   // Given alone, a slower --interval-ms is the idle one too.
   o.idle_interval_ms = vm["idle-interval-ms"].defaulted() ? std::max(vm["idle-interval-ms"].as<int>(), o.interval_ms)
                                                           : vm["idle-interval-ms"].as<int>();
@@ -120,7 +118,8 @@ int capture_main(int argc, char** argv) {
     throw FatalError(kExitUsage,
                      fmt::format("--idle-interval-ms: expected --interval-ms ({}) to 60000.", o.interval_ms));
   o.ringbuf_kb = vm["ringbuf-kb"].as<size_t>();
-  if (o.ringbuf_kb < 4 || o.ringbuf_kb > 1024 * 1024) throw FatalError(kExitUsage, "--ringbuf-kb: expected 4 to 1048576.");
+  if (o.ringbuf_kb < 4 || o.ringbuf_kb > 1024 * 1024)
+    throw FatalError(kExitUsage, "--ringbuf-kb: expected 4 to 1048576.");
   o.sample_copies = static_cast<uint32_t>(integer_in<UsageError>(vm, "sample-copies", 0, 1 << 20));
   // A power of two: the fault programs pick 1 in N with a mask, not a division.
   if (o.sample_copies & (o.sample_copies - 1))

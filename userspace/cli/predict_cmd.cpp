@@ -24,7 +24,6 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/program_options.h"
-#include "common/redis_options.h"
 #include "common/signals.h"
 #include "common/text.h"
 #include "forecast/report.h"
@@ -35,6 +34,7 @@
 #include "proc/sampler.h"
 #include "proc/soft_dirty.h"
 #include "redis/client.h"
+#include "redis/options.h"
 #include "redis/parse.h"
 #include "thptrace/version.h"
 

@@ -14,9 +14,9 @@
 
 #include "correlate/episode.h"
 #include "correlate/replicas.h"
+#include "kernel/abi.h"
 #include "proc/sampler.h"
 #include "redis/watcher.h"
-#include "tracer/abi.h"
 
 namespace thptrace::correlate {
 

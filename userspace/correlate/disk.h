@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-#include "tracer/abi.h"
+#include "kernel/abi.h"
 
 namespace thptrace::correlate {
 

@@ -19,6 +19,7 @@
 
 #include "daemon/exporter.h"
 #include "daemon/locator.h"
+#include "daemon/main.h"
 #include "daemon/metrics.h"
 #include "daemon/options.h"
 #include "proc/sampler.h"
@@ -28,8 +29,6 @@
 #include "tracer/tracer.h"
 
 namespace thptrace::daemon {
-
-int daemon_main(int argc, char** argv);
 
 // A redis-server's listening address from its process title ("redis-server 127.0.0.1:6379"), as
 // HOST:PORT with a wildcard host replaced by 127.0.0.1; "" when the title has none.
@@ -75,8 +74,8 @@ class Daemon {
     uint64_t lost_ns = 0;  // CLOCK_MONOTONIC when its last process was seen gone
     std::unique_ptr<redis::Watcher> watcher;
     std::unique_ptr<redis::LatencyProbe> probe;  // with routes and --latency-probe
-    std::string reported_error;  // the unreachable reason last logged, "" while reachable
-    bool untraced = false;       // pid set, but the targets map had no room for it
+    std::string reported_error;                  // the unreachable reason last logged, "" while reachable
+    bool untraced = false;                       // pid set, but the targets map had no room for it
     // The last full /proc sample of pid, refreshed cheaply in the rounds between full ones.
     proc::Sample sample;
     proc::SampleCadence sample_cadence{kIdleExtrasEvery};

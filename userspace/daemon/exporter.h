@@ -20,12 +20,12 @@
 #include "correlate/correlator.h"
 #include "daemon/metrics.h"
 #include "forecast/forecast.h"
+#include "kernel/abi.h"
 #include "proc/container.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
 #include "redis/latency_probe.h"
 #include "redis/watcher.h"
-#include "tracer/abi.h"
 #include "tracer/probe.h"
 
 namespace thptrace::daemon {

@@ -1,17 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // `thptrace daemon` flags and config file (Boost.Program_options; a flag wins over the file).
-#include <boost/program_options.hpp>
 #include <algorithm>
-#include <sstream>
+#include <boost/program_options.hpp>
 #include <iostream>
+#include <sstream>
 
 #include "common/error.h"
 #include "common/log.h"
 #include "common/program_options.h"
-#include "common/redis_options.h"
-#include "proc/proc.h"
 #include "daemon/options.h"
+#include "proc/proc.h"
 #include "redis/client.h"
+#include "redis/options.h"
 
 namespace po = boost::program_options;
 
@@ -134,17 +134,18 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
   else
     throw FatalError(kExitUsage, "--disk: expected auto, on or off.");
   o.ringbuf_kb = vm["ringbuf-kb"].as<size_t>();
-  if (o.ringbuf_kb < 4 || o.ringbuf_kb > 1024 * 1024) throw FatalError(kExitUsage, "--ringbuf-kb: expected 4 to 1048576.");
+  if (o.ringbuf_kb < 4 || o.ringbuf_kb > 1024 * 1024)
+    throw FatalError(kExitUsage, "--ringbuf-kb: expected 4 to 1048576.");
   o.max_targets = vm["max-targets"].as<uint32_t>();
   if (o.max_targets < 1 || o.max_targets > 65536) throw FatalError(kExitUsage, "--max-targets: expected 1 to 65536.");
   o.max_episodes = vm["max-episodes"].as<uint32_t>();
-  if (o.max_episodes < 1 || o.max_episodes > 65536) throw FatalError(kExitUsage, "--max-episodes: expected 1 to 65536.");
+  if (o.max_episodes < 1 || o.max_episodes > 65536)
+    throw FatalError(kExitUsage, "--max-episodes: expected 1 to 65536.");
   if (vm.count("web.config.file")) o.web = load_web_config(vm["web.config.file"].as<std::string>());
   if (o.redis.empty() && o.pids.empty() && !o.discover)
     throw FatalError(kExitUsage, "nothing to watch: give --redis, --pid or --discover (see thptrace daemon --help).");
   log::set_verbose(vm.count("verbose") > 0);
   return o;
 }
-
 
 }  // namespace thptrace::daemon

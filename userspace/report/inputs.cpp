@@ -3,7 +3,7 @@
 
 #include <array>
 
-#include "tracer/abi.h"
+#include "kernel/abi.h"
 
 namespace thptrace::report {
 namespace {
@@ -12,7 +12,7 @@ using nlohmann::json;
 using nlohmann::ordered_json;
 
 // The ABI structs are written field by field (not as bytes) so a recording survives a field added
-// to them: a field the file lacks reads as zero. The field lists are tracer/abi.h's.
+// to them: a field the file lacks reads as zero. The field lists are kernel/abi.h's.
 
 template <typename T, size_t N>
 ordered_json array_json(const T (&a)[N]) {

@@ -13,13 +13,13 @@
 #include <vector>
 
 #include "correlate/copies.h"
+#include "kernel/abi.h"
 #include "proc/cgroup.h"
 #include "proc/container.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
 #include "redis/latency_probe.h"
 #include "redis/watcher.h"
-#include "tracer/abi.h"
 #include "tracer/probe.h"
 
 namespace thptrace::report {

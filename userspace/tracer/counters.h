@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "tracer/abi.h"
+#include "kernel/abi.h"
 #include "tracer/loader.h"
 
 struct thptrace_bpf;

@@ -10,7 +10,7 @@
 #include <map>
 #include <set>
 
-#include "tracer/abi.h"
+#include "kernel/abi.h"
 
 namespace thptrace::tracer {
 namespace {

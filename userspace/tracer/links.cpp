@@ -15,11 +15,11 @@
 #include <thread>
 
 #include "common/error.h"
+#include "kernel/abi.h"
 #include "proc/foreign_file.h"
 #include "proc/maps.h"
 #include "proc/proc.h"
 #include "thptrace_bpf.skel.h"
-#include "tracer/abi.h"
 #include "tracer/entry_points.h"
 #include "tracer/loader.h"
 

@@ -19,7 +19,7 @@
 
 #include "common/user_context.h"
 
-#include "tracer/abi.h"
+#include "kernel/abi.h"
 #include "tracer/counters.h"
 #include "tracer/links.h"
 #include "tracer/loader.h"

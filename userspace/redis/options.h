@@ -17,7 +17,8 @@ inline void add_redis_connection_options(boost::program_options::options_descrip
       "redis-tls", po::value<bool>()->default_value(false)->implicit_value(true),
       "connect to Redis over TLS (its tls-port), verifying its certificate and name")(
       "redis-cacert", po::value<std::string>(), "PEM file of the CAs that sign the Redis certificate")(
-      "redis-capath", po::value<std::string>(), "directory of hashed CA certificates (instead of, or with, --redis-cacert)")(
+      "redis-capath", po::value<std::string>(),
+      "directory of hashed CA certificates (instead of, or with, --redis-cacert)")(
       "redis-cert", po::value<std::string>(), "client certificate, for a Redis with tls-auth-clients (PEM)")(
       "redis-key", po::value<std::string>(), "private key of --redis-cert (unencrypted PEM)")(
       "redis-tls-server-name", po::value<std::string>(),
@@ -31,8 +32,11 @@ inline redis::ConnectionSettings redis_connection_settings(const boost::program_
   s.user = text("redis-user");
   s.password_file = text("redis-password-file");
   s.tls = vm.count("redis-tls") && vm["redis-tls"].as<bool>();
-  s.tls_options = {.cacert = text("redis-cacert"), .capath = text("redis-capath"), .cert = text("redis-cert"),
-                   .key = text("redis-key"), .server_name = text("redis-tls-server-name")};
+  s.tls_options = {.cacert = text("redis-cacert"),
+                   .capath = text("redis-capath"),
+                   .cert = text("redis-cert"),
+                   .key = text("redis-key"),
+                   .server_name = text("redis-tls-server-name")};
   return s;
 }
 

@@ -11,8 +11,7 @@
 static_assert(sizeof(thptrace_episode) == 24 + 8 * 18 + 8 * THPTRACE_LAT_SLOTS, "episode layout");
 static_assert(offsetof(thptrace_episode, fork_ts_ns) == 24, "episode layout");
 static_assert(offsetof(thptrace_episode, fault_lat) == 24 + 8 * 18, "episode layout");
-static_assert(sizeof(thptrace_target) == 4 * THPTRACE_MAX_ACTIVE + 8 * 14 + 8 * THPTRACE_LAT_SLOTS,
-              "target layout");
+static_assert(sizeof(thptrace_target) == 4 * THPTRACE_MAX_ACTIVE + 8 * 14 + 8 * THPTRACE_LAT_SLOTS, "target layout");
 static_assert(offsetof(thptrace_event, episode) == 48, "event layout");
 static_assert(offsetof(thptrace_event, episode) == THPTRACE_EVENT_HEAD_BYTES, "event head");
 static_assert(sizeof(thptrace_event) == 48 + sizeof(thptrace_episode), "event layout");
