@@ -166,6 +166,15 @@ static __always_inline void start_record(enum start_kind kind)
 	bpf_map_update_elem(&starts, &key, &now, BPF_ANY);
 }
 
+/* The start of `kind` on the current thread, left in place; 0 when none was recorded. */
+static __always_inline __u64 start_peek(enum start_kind kind)
+{
+	__u64 key = start_key(kind, (__u32)bpf_get_current_pid_tgid());
+	__u64 *start = bpf_map_lookup_elem(&starts, &key);
+
+	return start ? *start : 0;
+}
+
 /* Takes and forgets the start of `kind` on the current thread; 0 when none was recorded. */
 static __always_inline __u64 start_take(enum start_kind kind)
 {

@@ -118,6 +118,11 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 	e = event_reserve(EV_FORK, ptgid, tid);
 	if (e) {
 		e->child_pid = cpid;
+		/* Runs in the parent, still inside its fork call: when that call is timed, its
+		 * start. */
+		e->start_ns = start_peek(START_LIBC_FORK);
+		if (!e->start_ns)
+			e->start_ns = start_peek(START_CLONE);
 		e->value = ep.reason;
 		e->value2 = slot < 0 ? 0 : 1;
 		bpf_ringbuf_submit(e, 0);

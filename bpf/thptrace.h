@@ -188,7 +188,8 @@ struct thptrace_event {
 	__u32 pid;         /* the thread that did it */
 	__u32 child_pid;   /* EV_FORK, EV_FORK_RETURN, EV_CHILD_EXIT */
 	__u64 ts_ns;       /* CLOCK_MONOTONIC */
-	__u64 start_ns;    /* EV_FORK_RETURN: clone entry; EV_STALL, EV_DISK: its start */
+	__u64 start_ns; /* EV_FORK_RETURN: clone entry; EV_FORK: the fork call's start (libc fork()
+			 * or clone entry; 0 when neither is timed); EV_STALL, EV_DISK: its start */
 	__u64 value;       /* EV_STALL: kind; EV_COLLAPSE: status (1 = success); EV_FORK: reason;
 			    * EV_DISK: enum thptrace_disk_call */
 	__u64 value2;      /* EV_COLLAPSE: 1 for a khugepaged collapse, 0 for a scan; EV_DISK: enum

@@ -307,15 +307,16 @@ std::optional<double> client_latency(const std::string& scrape, const std::strin
 
 }  // namespace
 
-// The latency probe per target, by phase: DEBUG SLEEP 0.2 while no fork lives puts about 20 requests
-// in the idle phase's slow buckets (each due one timed from its due time); a BGSAVE of a loaded
-// server puts a request of about the fork's own duration in the fork phase.
+// The latency probe per target, by phase, at 1,000 requests a second busy or idle: DEBUG SLEEP 0.2
+// while no fork lives puts about 200 requests in the idle phase's slow buckets (each due one timed
+// from its due time); a BGSAVE of a loaded server puts a request of about the fork's own duration in
+// the fork phase.
 TEST(Daemon, ClientLatencyByPhaseShowsTheFreezes) {
   REQUIRE_BPF();
   RedisServer redis;
   for (int i = 0; i < 5; ++i) redis.cmd({"DEBUG", "POPULATE", "100000", "key" + std::to_string(i), "400"});
   const std::string target = redis.address();
-  Daemon d({"--redis", target, "--latency-probe", "1000"});
+  Daemon d({"--redis", target, "--latency-probe", "1000", "--latency-probe-idle", "1000"});
   ASSERT_TRUE(d.wait_for(series("thptrace_rss_bytes", target), [](double v) { return v > 0; })) << d.proc().err();
   const std::string t = "target=\"" + target + "\"";
   // Requests of the idle phase that took longer than `seconds` (a bucket bound).
@@ -360,6 +361,79 @@ TEST(Daemon, ClientLatencyByPhaseShowsTheFreezes) {
   const auto under = client_latency(s, "_bucket", {t, "phase=\"fork\"", "le=\"" + fmt::format("{}", bound) + "\""});
   ASSERT_TRUE(under) << s;
   EXPECT_GE(*fork_count - *under, 1) << "fork of " << *fork_s << " s, bound " << bound << "\n" << s;
+  d.proc().signal(SIGTERM);
+  EXPECT_EQ(d.proc().wait(30s), 0) << d.proc().err();
+}
+
+// With the defaults (10 requests a second while no child lives, 100 while one does), a fork is still
+// timed at its full length: one request goes as soon as the fork is seen and is timed from the
+// fork call's start, so the fork phase holds a request slower than the kernel's own fork duration.
+// Requests due at the busy rate after the fork began wait less than the fork did: without that one
+// request, none would be. And the idle rate is the one asked for: about 10 a second, not 100.
+TEST(Daemon, ClientLatencyTimesEachForkFromItsStartAtTheIdleRate) {
+  REQUIRE_BPF();
+  RedisServer redis;
+  for (int i = 0; i < 5; ++i) redis.cmd({"DEBUG", "POPULATE", "100000", "key" + std::to_string(i), "400"});
+  const std::string target = redis.address();
+  Daemon d({"--redis", target});
+  ASSERT_TRUE(d.wait_for(series("thptrace_rss_bytes", target), [](double v) { return v > 0; })) << d.proc().err();
+  const std::string t = "target=\"" + target + "\"";
+  const auto idle_count = [&] { return client_latency(d.scrape(), "_count", {t, "phase=\"idle\""}).value_or(0); };
+  for (int i = 0; i < 50 && idle_count() == 0; ++i) std::this_thread::sleep_for(100ms);
+  const double idle0 = idle_count();
+  const auto idle_from = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(4s);
+  const double idle_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - idle_from).count();
+  // Samples are exported once a second: the 4 s span holds 3 to 5 seconds' worth at 10 a second.
+  const double idle = idle_count() - idle0;
+  EXPECT_GE(idle, 10 * (idle_s - 1) - 2) << d.scrape();
+  EXPECT_LE(idle, 10 * (idle_s + 1) + 2) << d.scrape();
+  redis.cmd({"BGSAVE"});
+  ASSERT_EQ(d.wait_for(
+                series("thptrace_forks_total", target, "bgsave"), [](double v) { return v >= 1; }, 60s),
+            1);
+  for (int i = 0; i < 300 && redis.info_field("rdb_bgsave_in_progress") != "0"; ++i) std::this_thread::sleep_for(50ms);
+  std::this_thread::sleep_for(1500ms);  // the probe's samples are taken once a second
+  const std::string s = d.scrape();
+  const auto fork_s = metric_value(s, series("thptrace_fork_duration_seconds_sum", target, "bgsave"));
+  ASSERT_TRUE(fork_s) << s;
+  double bound = 0;  // the largest bucket bound under the fork's duration
+  for (const double b : {0.0002, 0.0003, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1})
+    if (b < *fork_s) bound = b;
+  ASSERT_GT(bound, 0) << "fork of " << *fork_s << " s";
+  const auto count = client_latency(s, "_count", {t, "phase=\"fork\""});
+  const auto under = client_latency(s, "_bucket", {t, "phase=\"fork\"", "le=\"" + fmt::format("{}", bound) + "\""});
+  ASSERT_TRUE(count && under) << s;
+  EXPECT_GE(*count - *under, 1) << "fork of " << *fork_s << " s, bound " << bound << "\n" << s;
+  d.proc().signal(SIGTERM);
+  EXPECT_EQ(d.proc().wait(30s), 0) << d.proc().err();
+}
+
+// One thread sends every target's requests: a server stopped by SIGSTOP (its requests time out, its
+// reconnects wait their timeout) holds up no other target's, which keep their rate.
+TEST(Daemon, AStoppedServerHoldsUpNoOtherTargetsProbe) {
+  REQUIRE_BPF();
+  RedisServer stopped, live;
+  Daemon d({"--redis", stopped.address(), "--redis", live.address(), "--latency-probe-idle", "100"});
+  const auto count = [&](const RedisServer& r) {
+    return client_latency(d.scrape(), "_count", {"target=\"" + r.address() + "\"", "phase=\"idle\""}).value_or(0);
+  };
+  for (int i = 0; i < 100 && (count(stopped) == 0 || count(live) == 0); ++i) std::this_thread::sleep_for(100ms);
+  ASSERT_GT(count(stopped), 0) << d.scrape();
+  ASSERT_GT(count(live), 0) << d.scrape();
+  ASSERT_EQ(::kill(stopped.pid(), SIGSTOP), 0);
+  std::this_thread::sleep_for(1500ms);  // the samples taken before the stop are exported
+  const double stopped0 = count(stopped), live0 = count(live);
+  const auto from = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(6s);  // three of the stopped server's 2 s request timeouts
+  const double span_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count();
+  const double live_n = count(live) - live0, stopped_n = count(stopped) - stopped0;
+  ::kill(stopped.pid(), SIGCONT);
+  // At 100 a second, less a second either side for the export: a loop held by the stopped server's
+  // 2 s timeouts would have sent a few.
+  EXPECT_GE(live_n, 100 * (span_s - 1) * 0.8) << d.scrape();
+  // The stopped server's requests fail at its timeout, one at a time, with backoff: a handful.
+  EXPECT_LE(stopped_n, 10) << d.scrape();
   d.proc().signal(SIGTERM);
   EXPECT_EQ(d.proc().wait(30s), 0) << d.proc().err();
 }

@@ -162,17 +162,23 @@ Daemon::Target& Daemon::add_target(const std::string& label, std::vector<redis::
                                   inbox_.emplace_back(id, s);
                                 }});
     if (options_.latency_probe_hz) {
-      const std::vector<int> caps = netns_pid ? kNetnsCapabilities : std::vector<int>{};
-      t->probe = in_thread_holding("thptrace-probe", caps, [&] {
-        return std::make_unique<redis::LatencyProbe>(
-            redis::LatencyProbe::Options{.routes = routes,
-                                         .connect = {.user = login.user,
-                                                     .password = login.password,
-                                                     .timeout = std::chrono::milliseconds(2000),
-                                                     .ping = routes.size() > 1},
-                                         .netns_pid = netns_pid,
-                                         .hz = options_.latency_probe_hz});
-      });
+      // One thread sends the requests of every target in our own network namespace, holding
+      // nothing; another those of the targets in a container's, holding what entering it needs
+      // (permitted, raised only by a connect's own short-lived thread around setns).
+      auto& loop = probe_loops_[netns_pid ? 1 : 0];
+      if (!loop)
+        loop = in_thread_holding("thptrace-probe", netns_pid ? kNetnsCapabilities : std::vector<int>{},
+                                 [] { return std::make_shared<redis::ProbeLoop>(); });
+      t->probe = std::make_unique<redis::LatencyProbe>(
+          redis::LatencyProbe::Options{.routes = routes,
+                                       .connect = {.user = login.user,
+                                                   .password = login.password,
+                                                   .timeout = std::chrono::milliseconds(2000),
+                                                   .ping = routes.size() > 1},
+                                       .netns_pid = netns_pid,
+                                       .hz = options_.latency_probe_hz,
+                                       .idle_hz = options_.latency_probe_idle_hz},
+          loop);
     }
   }
   targets_.push_back(std::move(t));
@@ -338,6 +344,7 @@ void Daemon::on_event(const thptrace_event& e) {
   exporter_->on_event(t->id, e);
   // Polls go slowly while no fork is in progress: a fork, a child's exit and the server's exit each
   // get a poll at once (the reason of a fork without uprobes is read from the polls around it).
+  if (e.type == EV_FORK && t->probe) t->probe->fork_began(e.start_ns ? e.start_ns : e.ts_ns);
   if (e.type == EV_FORK || e.type == EV_CHILD_EXIT) pace_poller(*t);
   if (e.type == EV_TARGET_EXIT && t->watcher) t->watcher->wake(false);
   if (e.type == EV_TARGET_EXIT) {
@@ -347,7 +354,9 @@ void Daemon::on_event(const thptrace_event& e) {
 }
 
 void Daemon::pace_poller(Target& t) {
-  if (t.watcher) t.watcher->wake(!exporter_->open_children(t.id).empty());
+  const bool busy = !exporter_->open_children(t.id).empty();
+  if (t.watcher) t.watcher->wake(busy);
+  if (t.probe) t.probe->set_busy(busy);
 }
 
 void Daemon::read_targets() {
@@ -362,6 +371,7 @@ void Daemon::read_targets() {
     if (t->probe) exporter_->on_probe_samples(t->id, t->probe->take());
     const bool busy = t->pid && !exporter_->open_children(t->id).empty();
     if (t->watcher) t->watcher->set_busy(busy);
+    if (t->probe) t->probe->set_busy(busy);
     if (t->pid && !proc::process_exists(t->pid)) lose_process(*t);
     if (!t->pid) continue;
     const auto counters = tracer_->target(t->pid);

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <chrono>
 #include <future>
 #include <map>
@@ -141,6 +142,9 @@ class Daemon {
   std::unique_ptr<tracer::Tracer> tracer_;
   Metrics metrics_;
   std::unique_ptr<Exporter> exporter_;
+  // The latency probes' threads, each made with its first target: [0] the targets in our network
+  // namespace, [1] those in a container's.
+  std::array<std::shared_ptr<redis::ProbeLoop>, 2> probe_loops_;
   std::vector<std::unique_ptr<Target>> targets_;
   std::mutex inbox_mu_;
   // By target id: a snapshot of a target removed since is dropped.

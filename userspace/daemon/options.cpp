@@ -37,9 +37,12 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
       "a directory with `password` and `username` (a mounted basic-auth Secret) or a password file; the first "
       "match wins, others use --redis-password-file (repeatable)")(
       "latency-probe", po::value<uint32_t>()->default_value(100),
-      "PINGs a second to each Redis, each timed from its due time, for thptrace_redis_client_latency_seconds "
-      "(0 = off)")("poll-interval-ms", po::value<int>()->default_value(100),
-                   "Redis INFO poll interval while a fork is in progress, ms")(
+      "PINGs a second to each Redis while a fork child of it lives, each timed from its due time, for "
+      "thptrace_redis_client_latency_seconds (0 = off)")(
+      "latency-probe-idle", po::value<uint32_t>()->default_value(10),
+      "PINGs a second to each Redis while no fork child of it lives (a fork is timed from its start all the "
+      "same)")("poll-interval-ms", po::value<int>()->default_value(100),
+               "Redis INFO poll interval while a fork is in progress, ms")(
       "idle-poll-interval-ms", po::value<int>()->default_value(2000),
       "Redis INFO poll interval while no fork is in progress, ms (a fork wakes the poller at once)")(
       "force-fallback", "use the fallback attach mode of every probe family")(
@@ -116,6 +119,9 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
     }
   o.latency_probe_hz = vm["latency-probe"].as<uint32_t>();
   if (o.latency_probe_hz > 10000) throw FatalError(kExitUsage, "--latency-probe: expected 0 (off) to 10000.");
+  o.latency_probe_idle_hz = vm["latency-probe-idle"].as<uint32_t>();
+  if (o.latency_probe_idle_hz < 1 || o.latency_probe_idle_hz > 10000)
+    throw FatalError(kExitUsage, "--latency-probe-idle: expected 1 to 10000.");
   o.poll_interval_ms = vm["poll-interval-ms"].as<int>();
   if (o.poll_interval_ms < 10 || o.poll_interval_ms > 60000)
     throw FatalError(kExitUsage, "--poll-interval-ms: expected 10 to 60000.");

@@ -62,17 +62,15 @@ std::unique_ptr<Client> Client::connect(const Address& addr, const std::string& 
   return c;
 }
 
-// Writes the command and feeds what arrives to the reader until a reply is whole. After every read
-// that leaves it incomplete the limits look at what is still pending: a header that announces too
-// much fails at once, not after the reader has waited for and buffered all it announced.
-Client::Reply Client::run(const std::vector<std::string>& args) {
-  if (broken_) return nullptr;  // last_error_ still says why
+Client::Reply Client::fail(const std::string& why) {
+  broken_ = true;
+  last_error_ = printable(why);
+  return nullptr;
+}
+
+bool Client::write_command(const std::vector<std::string>& args, Deadline deadline) {
+  if (broken_) return false;  // last_error_ still says why
   refused_ = false;
-  const auto fail = [this](const std::string& why) {
-    broken_ = true;
-    last_error_ = printable(why);
-    return nullptr;
-  };
   std::vector<const char*> argv;
   std::vector<size_t> lens;
   for (const auto& a : args) {
@@ -81,33 +79,82 @@ Client::Reply Client::run(const std::vector<std::string>& args) {
   }
   char* cmd = nullptr;
   const int len = redisFormatCommandArgv(&cmd, static_cast<int>(argv.size()), argv.data(), lens.data());
-  if (len < 0) return fail("out of memory");
-  const std::string_view text(cmd, static_cast<size_t>(len));
-  const Deadline deadline = std::chrono::steady_clock::now() + timeout_;
+  if (len < 0) return fail("out of memory"), false;
   std::string error;
-  const bool written = transport_->write_all(text, deadline, &error);
+  const bool written = transport_->write_all(std::string_view(cmd, static_cast<size_t>(len)), deadline, &error);
   redisFreeCommand(cmd);
-  if (!written) return fail(error);
+  if (!written) return fail(error), false;
   limits_.new_reply(reply_budget(args));
+  return true;
+}
+
+// After every read that leaves the reply incomplete the limits look at what is still pending: a
+// header that announces too much fails at once, not after the reader has waited for and buffered
+// all it announced.
+Client::Reply Client::whole_reply(bool* failed) {
+  *failed = false;
+  void* reply = nullptr;
+  if (redisReaderGetReply(reader_.get(), &reply) != REDIS_OK) {
+    *failed = true;
+    return fail(limits_.refused() ? limits_.refusal() : std::string("protocol error: ") + reader_->errstr);
+  }
+  if (reply) {
+    if (static_cast<const redisReply*>(reply)->type == REDIS_REPLY_ERROR) {
+      const auto* r = static_cast<const redisReply*>(reply);
+      refused_ = true;
+      last_error_ = printable(std::string_view(r->str, r->len));
+    }
+    return Reply(reply);
+  }
+  if (!limits_.pending_within_limits()) {
+    *failed = true;
+    return fail(limits_.refusal());
+  }
+  return nullptr;
+}
+
+bool Client::feed(const char* buf, size_t n) {
+  if (redisReaderFeed(reader_.get(), buf, n) == REDIS_OK) return true;
+  fail(std::string("protocol error: ") + reader_->errstr);
+  return false;
+}
+
+// Writes the command and feeds what arrives to the reader until a reply is whole.
+Client::Reply Client::run(const std::vector<std::string>& args) {
+  const Deadline deadline = std::chrono::steady_clock::now() + timeout_;
+  if (!write_command(args, deadline)) return nullptr;
   char buf[16 * 1024];
   while (true) {
-    void* reply = nullptr;
-    if (redisReaderGetReply(reader_.get(), &reply) != REDIS_OK)
-      return fail(limits_.refused() ? limits_.refusal() : std::string("protocol error: ") + reader_->errstr);
-    if (reply) {
-      if (static_cast<const redisReply*>(reply)->type == REDIS_REPLY_ERROR) {
-        const auto* r = static_cast<const redisReply*>(reply);
-        refused_ = true;
-        last_error_ = printable(std::string_view(r->str, r->len));
-      }
-      return Reply(reply);
-    }
-    if (!limits_.pending_within_limits()) return fail(limits_.refusal());
+    bool failed = false;
+    if (Reply reply = whole_reply(&failed); reply || failed) return reply;
+    std::string error;
     const size_t n = transport_->read_some(buf, sizeof buf, deadline, &error);
     if (n == 0) return fail(error);
-    if (redisReaderFeed(reader_.get(), buf, n) != REDIS_OK) return fail(std::string("protocol error: ") + reader_->errstr);
+    if (!feed(buf, n)) return nullptr;
   }
 }
+
+int Client::fd() const { return transport_->fd(); }
+
+bool Client::send(const std::vector<std::string>& args) {
+  return write_command(args, std::chrono::steady_clock::now() + timeout_);
+}
+
+Client::Progress Client::read_reply() {
+  if (broken_) return Progress::failed;
+  char buf[4096];
+  while (true) {
+    bool failed = false;
+    if (Reply reply = whole_reply(&failed); reply || failed) return failed ? Progress::failed : Progress::answered;
+    std::string error;
+    const ssize_t n = transport_->read_now(buf, sizeof buf, &error);
+    if (n == 0) return Progress::waiting;
+    if (n < 0) return fail(error), Progress::failed;
+    if (!feed(buf, static_cast<size_t>(n))) return Progress::failed;
+  }
+}
+
+void Client::break_off(const std::string& why) { fail(why); }
 
 std::optional<std::string> Client::command(const std::vector<std::string>& args) {
   Reply reply = run(args);

@@ -63,6 +63,16 @@ class Client {
   // integer), nullopt on error. For tests and the load generator's control commands.
   std::optional<std::string> command(const std::vector<std::string>& args);
 
+  // For an event loop, one request out at a time: the socket to wait on for readability, a command
+  // sent without waiting for its reply (false: broken()), and that reply read from what has come
+  // (answered: whole, refused() says whether an error reply; failed: broken()).
+  int fd() const;
+  bool send(const std::vector<std::string>& args);
+  enum class Progress { waiting, answered, failed };
+  Progress read_reply();
+  // The caller gave up on the reply (a timeout of its own): broken(), last_error() says why.
+  void break_off(const std::string& why);
+
   bool broken() const { return broken_; }
   // The last command was answered with an error reply.
   bool refused() const { return refused_; }
@@ -80,6 +90,13 @@ class Client {
   Client(std::unique_ptr<Transport> transport, std::chrono::milliseconds timeout);
   // Sends one command and reads its reply (a redisReply); null when the connection broke.
   Reply run(const std::vector<std::string>& args);
+  bool write_command(const std::vector<std::string>& args, Deadline deadline);
+  // The reply the reader holds whole, else null (*failed: the bytes so far cannot be one, or
+  // announce more than the limits allow).
+  Reply whole_reply(bool* failed);
+  bool feed(const char* buf, size_t n);
+  // Marks the connection broken with why (made printable); returns null.
+  Reply fail(const std::string& why);
 
   std::unique_ptr<Transport> transport_;
   std::chrono::milliseconds timeout_;

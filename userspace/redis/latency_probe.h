@@ -8,12 +8,19 @@
 // HISTOGRAM times command execution only, in powers of two; this times the wait in the queue too, in
 // ns.
 //
-// One thread, one connection. A failed connect or a request that broke the connection backs off
-// (backoff.h); the due times that fell in an outage are counted as missed, not timed.
+// The probes of many servers share one thread (ProbeLoop): one epoll set, due times on a common grid
+// so one wake-up sends every server's request. A probe may go slower while no child of its server
+// lives (idle_hz); a fork's freeze is still timed at its full length, by one request sent as soon as
+// the fork is seen and timed from the fork's start (fork_began). A failed connect or a request that
+// broke the connection backs off (backoff.h); the due times that fell in an outage are counted as
+// missed, not timed.
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -44,6 +51,9 @@ struct ClientLatency {
 std::optional<ClientLatency> client_latency(const std::vector<ProbeSample>& samples, uint64_t from_ns, uint64_t to_ns,
                                             uint64_t client_timeout_us);
 
+class ProbeLoop;
+struct ProbeState;
+
 class LatencyProbe {
  public:
   struct Options {
@@ -51,37 +61,75 @@ class LatencyProbe {
     ConnectOptions connect;     // its timeout bounds one request
     pid_t netns_pid = 0;        // see Watcher::Options
     uint32_t hz = 100;
+    // Requests a second while set_busy(false) (no child of the server lives); 0: hz always.
+    uint32_t idle_hz = 0;
     // Due times further behind than this (an outage, a reconnect) are skipped as missed.
     std::chrono::milliseconds max_catch_up{2000};
   };
   // At 100 Hz, about 2.9 hours of samples; later ones are counted in dropped().
   static constexpr size_t kMaxSamples = size_t{1} << 20;
 
-  explicit LatencyProbe(Options options);
+  // loop: the thread that sends its requests, shared with other probes; null: a thread of its own.
+  explicit LatencyProbe(Options options, std::shared_ptr<ProbeLoop> loop = nullptr);
   ~LatencyProbe();
   LatencyProbe(const LatencyProbe&) = delete;
   LatencyProbe& operator=(const LatencyProbe&) = delete;
 
-  // Stops the thread and returns every sample not taken yet, in due order.
+  // Sends no more and returns every sample not taken yet, in due order.
   std::vector<ProbeSample> stop();
-  // The samples since the last take(), in due order (the daemon's, once a second).
+  // The samples since the last take() (the daemon's, once a second). In due order, but for the one
+  // request of a fork_began(), which is due at the fork's start.
   std::vector<ProbeSample> take();
   // A rotated user and password (SIGHUP): the connection is made again with them.
   void set_credentials(std::string user, std::string password);
-  uint64_t missed() const { return missed_; }
-  uint64_t dropped() const { return dropped_; }
+  // A child of the server lives (a fork and its tail): requests at hz, else at idle_hz.
+  void set_busy(bool busy);
+  // The server began a fork at fork_ns (CLOCK_MONOTONIC; the kernel's): unless a request that was
+  // out before then already waited through it, one request goes at once, timed from fork_ns. Its
+  // figure is the freeze a client that asked as the fork began saw (more, by the time the probe took
+  // to learn of the fork, when the server was already answering again).
+  void fork_began(uint64_t fork_ns);
+  uint64_t missed() const;
+  uint64_t dropped() const;
 
  private:
-  void run();
-  void record(const ProbeSample& s);
+  std::shared_ptr<ProbeState> state_;
+  std::shared_ptr<ProbeLoop> loop_;
+};
 
-  Options options_;
-  std::atomic<bool> stop_{false};
+// One thread that sends the requests of many probes, on one epoll set with one timer. Connects,
+// which may wait their timeout, run on a short-lived thread each, so a silent server holds up no
+// other probe. A thread of its own inherits its creator's capabilities (caps.h): create it where the
+// probes' connects may enter a network namespace.
+class ProbeLoop {
+ public:
+  ProbeLoop();
+  ~ProbeLoop();  // stops and joins the thread; connects in flight are abandoned, then waited for
+  ProbeLoop(const ProbeLoop&) = delete;
+  ProbeLoop& operator=(const ProbeLoop&) = delete;
+
+ private:
+  friend class LatencyProbe;
+  struct Slot;
+  void add(std::shared_ptr<ProbeState> state);
+  void remove(const ProbeState* state);
+  void wake();  // from any thread: the loop reads its probes' states again
+  void run();
+  void take_changes();
+  // Does what is due for one probe at now; returns when it next needs the loop (UINT64_MAX: when woken).
+  uint64_t step(Slot& s, uint64_t now);
+  void on_readable(Slot& s);
+  void send(Slot& s, uint64_t due, uint64_t now);
+  void finish(Slot& s, uint64_t done, bool failed);
+  void drop_connection(Slot& s, uint64_t now);
+
+  int epoll_ = -1, wake_fd_ = -1, timer_fd_ = -1;
+  std::shared_ptr<const int> wake_owner_;  // closes wake_fd_ after the last connect in flight
   std::mutex mu_;
-  std::vector<ProbeSample> samples_;  // under mu_
-  std::string new_user_, new_password_;  // under mu_, with reconnect_
-  bool reconnect_ = false;
-  std::atomic<uint64_t> missed_{0}, dropped_{0};
+  std::vector<std::shared_ptr<ProbeState>> added_;  // under mu_
+  std::vector<const ProbeState*> removed_;          // under mu_
+  std::atomic<bool> stop_{false};
+  std::vector<std::unique_ptr<Slot>> slots_;  // the loop thread's
   std::thread thread_;
 };
 

@@ -124,6 +124,18 @@ class PlainTransport : public Transport {
     }
   }
 
+  ssize_t read_now(char* buf, size_t size, std::string* error) override {
+    while (true) {
+      const ssize_t n = ::recv(fd_.get(), buf, size, 0);
+      if (n > 0) return n;
+      if (n == 0) return fail(error, "Redis at " + where_ + " closed the connection"), -1;
+      if (errno == EAGAIN) return 0;
+      if (errno != EINTR) return fail(error, "cannot read from Redis at " + where_ + ": " + errno_text(errno)), -1;
+    }
+  }
+
+  int fd() const override { return fd_.get(); }
+
  private:
   static bool fail(std::string* error, const std::string& sentence) {
     if (error) *error = sentence;
@@ -200,6 +212,24 @@ class TlsTransport : public Transport {
       }
     }
   }
+
+  ssize_t read_now(char* buf, size_t size, std::string* error) override {
+    ERR_clear_error();
+    errno = 0;
+    const int ret =
+        without_sigpipe([&] { return SSL_read(ssl_, buf, static_cast<int>(std::min<size_t>(size, INT_MAX))); });
+    if (ret > 0) {
+      if (!std::exchange(answered_, true)) tls_answered(ssl_);
+      return ret;
+    }
+    last_code_ = SSL_get_error(ssl_, ret);
+    // A record not whole yet (or a renegotiation's write): nothing for the caller this time.
+    if (last_code_ == SSL_ERROR_WANT_READ || last_code_ == SSL_ERROR_WANT_WRITE) return 0;
+    if (error) *error = tls_failure_text(ret);
+    return -1;
+  }
+
+  int fd() const override { return fd_.get(); }
 
  private:
   // After a call that returned ret <= 0: waits for what OpenSSL wants and returns true to retry;

@@ -32,6 +32,11 @@ class Transport {
   // Waits up to the deadline for bytes and reads some: > 0 bytes read; 0 and *error otherwise
   // (the peer closed, a timeout, a TLS or socket error).
   virtual size_t read_some(char* buf, size_t size, Deadline deadline, std::string* error) = 0;
+  // For an event loop: reads what has come without waiting. > 0 bytes read; 0 when nothing has
+  // come yet; -1 and *error when the connection failed (closed, a TLS or socket error).
+  virtual ssize_t read_now(char* buf, size_t size, std::string* error) = 0;
+  // The socket, to wait on for readability (read_now() then says what came).
+  virtual int fd() const = 0;
 };
 
 // Connects to addr; with tls, runs the handshake and verifies the server's certificate. nullptr and
