@@ -8,8 +8,10 @@
 #   - the time from SIGTERM to its exit (every BPF link released).
 # Configurations: BASELINE_BIN (an older thptrace to compare against, optional) with its defaults;
 # THPTRACE_BIN with its defaults (uprobes name the reasons); THPTRACE_BIN --force-fallback (reasons from
-# INFO polling alone); and THPTRACE_BIN --idle-poll-interval-ms 100 (the old constant 10 Hz cadence).
-# Goals (issue "many Redis on one host"): ≤ 2% of a core in total, ≤ 40 MB RSS, scrape ≤ 50 ms, N of N
+# INFO polling alone); THPTRACE_BIN --idle-poll-interval-ms 100 (the old constant 10 Hz cadence); and
+# the client-latency probe off (--latency-probe 0) and at its busy rate all the time
+# (--latency-probe-idle 100: the probe before it had an idle rate).
+# Goals (issue "many Redis on one host"; #40: 0.8% at N=20 with the probe on): ≤ 2% of a core in total, ≤ 40 MB RSS, scrape ≤ 50 ms, N of N
 # labelled right.
 # Usage (root): tests/bench/many_redis.sh [BUILD_DIR]
 # Tunables: N=50 IDLE_SECONDS=30 KEYS=20000 THPTRACE_BIN BASELINE_BIN
@@ -149,3 +151,5 @@ if [ -n "$baseline" ]; then run baseline "$baseline"; fi
 run "default" "$bin"
 run "default-info-only" "$bin" --force-fallback
 run "constant-10Hz" "$bin" --idle-poll-interval-ms 100
+run "probe-off" "$bin" --latency-probe 0
+run "probe-100Hz-idle" "$bin" --latency-probe-idle 100
