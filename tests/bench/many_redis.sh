@@ -14,7 +14,8 @@
 # Goals (issue "many Redis on one host"; #40: 0.8% at N=20 with the probe on): ≤ 2% of a core in total, ≤ 40 MB RSS, scrape ≤ 50 ms, N of N
 # labelled right.
 # Usage (root): tests/bench/many_redis.sh [BUILD_DIR]
-# Tunables: N=50 IDLE_SECONDS=30 KEYS=20000 THPTRACE_BIN BASELINE_BIN
+# Tunables: N=50 IDLE_SECONDS=30 KEYS=20000 THPTRACE_BIN BASELINE_BIN, CONFIGS (the configurations to
+# run, by label, space-separated; default all)
 # The daemon also discovers other local redis-servers (not started here): they are watched and cost
 # their share, but only ours are checked.
 set -euo pipefail
@@ -26,6 +27,7 @@ baseline=${BASELINE_BIN:-}
 n=${N:-50}
 idle_seconds=${IDLE_SECONDS:-30}
 keys=${KEYS:-20000}
+configs=${CONFIGS:-}
 . "$here/redis_lib.sh"
 
 die() { echo "$0: $*" >&2; exit 1; }
@@ -77,6 +79,7 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 run() {
   local label=$1 binary=$2
   shift 2
+  if [ -n "$configs" ] && [[ " $configs " != *" $label "* ]]; then return 0; fi
   "$binary" daemon --discover --listen "127.0.0.1:$metrics_port" "$@" 2>"$work/daemon-$label.log" &
   daemon_pid=$!
   # Every server of ours reachable and its pid resolved.

@@ -39,7 +39,7 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
       "latency-probe", po::value<uint32_t>()->default_value(100),
       "PINGs a second to each Redis while a fork child of it lives, each timed from its due time, for "
       "thptrace_redis_client_latency_seconds (0 = off)")(
-      "latency-probe-idle", po::value<uint32_t>()->default_value(10),
+      "latency-probe-idle", po::value<uint32_t>()->default_value(2),
       "PINGs a second to each Redis while no fork child of it lives (a fork is timed from its start all the "
       "same)")("poll-interval-ms", po::value<int>()->default_value(100),
                "Redis INFO poll interval while a fork is in progress, ms")(

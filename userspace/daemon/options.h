@@ -31,7 +31,7 @@ struct DaemonOptions {
   std::vector<redis::Address> discover_credentials_address;
   uint32_t latency_probe_hz =
       100;  // PINGs a second per Redis target while a fork child lives (redis/latency_probe.h); 0 = off
-  uint32_t latency_probe_idle_hz = 10;  // and while none does
+  uint32_t latency_probe_idle_hz = 2;  // and while none does
   int poll_interval_ms = 100;        // while a fork of the target is in progress
   int idle_poll_interval_ms = 2000;  // while none is (common/cadence.h)
   bool force_fallback = false;
