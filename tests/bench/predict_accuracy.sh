@@ -65,7 +65,7 @@ for line in sys.stdin:
     f = numbers.split()
     v, lo, hi, t = (float(f[i]) for i in (1, 3, 5, 7))
     rows[(what, figure, method)].append((v, lo, hi, t))
-print(f"{\"test\":34} {\"figure\":17} {\"method\":10} {\"rounds\":>6} {\"inside\":>7} {\"median err\":>10} {\"worst err\":>10}")
+print("%-34s %-17s %-10s %6s %7s %10s %10s" % ("test", "figure", "method", "rounds", "inside", "median err", "worst err"))
 for (what, figure, method), xs in sorted(rows.items()):
     inside = sum(lo <= t <= hi for v, lo, hi, t in xs)
     errs = [(v - t) / t * 100 for v, lo, hi, t in xs if t > 0]
