@@ -14,13 +14,13 @@
 
 #include "correlate/copies.h"
 #include "kernel/abi.h"
+#include "kernel/modes.h"
 #include "proc/cgroup.h"
 #include "proc/container.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
 #include "redis/latency_probe.h"
 #include "redis/watcher.h"
-#include "tracer/probe.h"
 
 namespace thptrace::report {
 

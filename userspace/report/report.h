@@ -11,9 +11,9 @@
 
 #include "correlate/correlator.h"
 #include "correlate/episode.h"
+#include "kernel/modes.h"
 #include "proc/proc.h"
 #include "report/inputs.h"
-#include "tracer/probe.h"
 
 namespace thptrace::report {
 

@@ -102,18 +102,6 @@ FamilyChoice kernel_copies_choice(FeatureProbe& fp, const AttachModes& r) {
 
 }  // namespace
 
-const char* mode_name(Mode m) {
-  switch (m) {
-    case Mode::fentry: return "fentry";
-    case Mode::tp_btf: return "tp_btf";
-    case Mode::raw_tp: return "raw_tp";
-    case Mode::uprobe: return "uprobe";
-    case Mode::info_polling: return "info_polling";
-    case Mode::unavailable: return "unavailable";
-  }
-  return "unavailable";
-}
-
 bool FeatureProbe::vmlinux_btf() { return vmlinux_btf_present() && vmlinux(); }
 
 bool FeatureProbe::fentry(const std::string& func) {
@@ -205,25 +193,6 @@ bool FeatureProbe::task_storage() {
 }
 
 int FeatureProbe::ringbuf() { return libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, nullptr); }
-
-namespace {
-template <class Modes>
-auto& choice_of(Modes& m, Family f) {
-  switch (f) {
-    case Family::fork: return m.fork;
-    case Family::cow_fault: return m.cow_fault;
-    case Family::thp: return m.thp;
-    case Family::stall: return m.stall;
-    case Family::redis: return m.redis;
-    case Family::kernel_copies: return m.kernel_copies;
-    case Family::disk: return m.disk;
-  }
-  return m.redis;
-}
-}  // namespace
-
-FamilyChoice& AttachModes::at(Family f) { return choice_of(*this, f); }
-const FamilyChoice& AttachModes::at(Family f) const { return choice_of(*this, f); }
 
 AttachModes choose_modes(bool force_fallback, const RedisScope& redis, DiskTracing disk) {
   FeatureProbe fp;

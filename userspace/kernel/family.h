@@ -3,7 +3,8 @@
 // The probe families and their attach modes: one table of names, hooks and fallback chains. Every
 // place that lists the families (the loader, the report, the recorded inputs, the metrics, `thptrace
 // probe`) walks kFamilies, so a new family is one row here, its programs in the loader's table
-// (loader.cpp) and its BPF file.
+// (tracer/loader.cpp) and its BPF file. Here, not in tracer/, so that what only names families and
+// modes (the report) needs no libbpf; in the tracer's namespace, whose vocabulary it is.
 
 #include <array>
 #include <string_view>
@@ -11,7 +12,17 @@
 namespace thptrace::tracer {
 
 enum class Mode { fentry, tp_btf, raw_tp, uprobe, info_polling, unavailable };
-const char* mode_name(Mode m);
+constexpr const char* mode_name(Mode m) {
+  switch (m) {
+    case Mode::fentry: return "fentry";
+    case Mode::tp_btf: return "tp_btf";
+    case Mode::raw_tp: return "raw_tp";
+    case Mode::uprobe: return "uprobe";
+    case Mode::info_polling: return "info_polling";
+    case Mode::unavailable: return "unavailable";
+  }
+  return "unavailable";
+}
 
 enum class Family { fork, cow_fault, thp, stall, redis, kernel_copies, disk };
 
