@@ -29,9 +29,10 @@ struct DaemonOptions {
   // (daemon/discovery.h, CredentialPolicy); a TLS route with a verified certificate always may.
   std::vector<std::string> discover_credentials_exe;
   std::vector<redis::Address> discover_credentials_address;
-  uint32_t latency_probe_hz =
-      100;  // PINGs a second per Redis target while a fork child lives (redis/latency_probe.h); 0 = off
-  uint32_t latency_probe_idle_hz = 2;  // and while none does
+  // PINGs a second per Redis target (redis/latency_probe.h) while a fork child of it lives (0 = off),
+  // and while none does.
+  uint32_t latency_probe_hz = 100;
+  uint32_t latency_probe_idle_hz = 2;
   int poll_interval_ms = 100;        // while a fork of the target is in progress
   int idle_poll_interval_ms = 2000;  // while none is (common/cadence.h)
   bool force_fallback = false;

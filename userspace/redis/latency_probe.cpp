@@ -102,7 +102,6 @@ struct ProbeLoop::Slot {
   uint64_t due = 0;           // the next request's due time; 0: the next one on the grid
   uint64_t out_due = 0;       // the request out: when it was due (0: none out)
   uint64_t out_deadline = 0;  // when the request out fails
-  bool out_is_fork = false;   // it is a fork_began()'s
   uint64_t fork_ns = 0;       // a fork's start that no request has waited through yet
   // The last requests answered, (due, done): one that was due before a fork and answered after
   // its start already waited through it.
@@ -334,7 +333,6 @@ uint64_t ProbeLoop::step(Slot& s, uint64_t now) {
     if (now < s.out_deadline) return s.out_deadline;
     // No reply in time: a failure timed to now, and the connection made again after the backoff, so
     // a server that accepts and never answers is not asked in a loop.
-    finish(s, now, true);
     drop_connection(s, now);
     return s.retry_ns;
   }
@@ -343,7 +341,6 @@ uint64_t ProbeLoop::step(Slot& s, uint64_t now) {
       s.fork_ns = 0;
     } else {
       send(s, std::exchange(s.fork_ns, 0), now);
-      s.out_is_fork = true;
       return s.out_deadline;
     }
   }
@@ -363,7 +360,6 @@ uint64_t ProbeLoop::step(Slot& s, uint64_t now) {
 
 void ProbeLoop::send(Slot& s, uint64_t due, uint64_t now) {
   s.out_due = due;
-  s.out_is_fork = false;
   s.out_deadline = now + s.timeout;
   if (!s.client->send({"PING"})) {
     finish(s, proc::monotonic_ns(), true);
@@ -376,16 +372,16 @@ void ProbeLoop::on_readable(Slot& s) {
   const auto progress = s.client->read_reply();
   if (progress == Client::Progress::waiting) return;
   const uint64_t done = proc::monotonic_ns();
+  if (progress == Client::Progress::failed) {
+    drop_connection(s, done);  // the request out, if any, failed at done
+    return;
+  }
   if (!s.out_due) {  // bytes no request asked for: not a Redis we can time
     s.client->break_off("Redis sent a reply to no request");
     drop_connection(s, done);
     return;
   }
-  finish(s, done, progress == Client::Progress::failed);
-  if (progress == Client::Progress::failed) {
-    drop_connection(s, done);
-    return;
-  }
+  finish(s, done, false);
   s.backoff.succeeded();
 }
 
@@ -400,11 +396,12 @@ void ProbeLoop::finish(Slot& s, uint64_t done, bool failed) {
 }
 
 void ProbeLoop::drop_connection(Slot& s, uint64_t now) {
-  if (s.out_due) finish(s, now ? now : proc::monotonic_ns(), true);
+  const uint64_t at = now ? now : proc::monotonic_ns();
+  finish(s, at, true);  // the request out, if any
   if (s.client) ::epoll_ctl(epoll_, EPOLL_CTL_DEL, s.client->fd(), nullptr);
   s.client.reset();
   const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(s.backoff.failed(Backoff::Clock::now()));
-  s.retry_ns = (now ? now : proc::monotonic_ns()) + static_cast<uint64_t>(wait.count());
+  s.retry_ns = at + static_cast<uint64_t>(wait.count());
 }
 
 }  // namespace thptrace::redis

@@ -121,6 +121,7 @@ class ProbeLoop {
   void on_readable(Slot& s);
   void send(Slot& s, uint64_t due, uint64_t now);
   void finish(Slot& s, uint64_t done, bool failed);
+  // Fails the request out (if any) at now (0: the clock's now) and connects again after the backoff.
   void drop_connection(Slot& s, uint64_t now);
 
   int epoll_ = -1, wake_fd_ = -1, timer_fd_ = -1;

@@ -116,10 +116,9 @@ class PlainTransport : public Transport {
 
   size_t read_some(char* buf, size_t size, Deadline deadline, std::string* error) override {
     while (true) {
-      const ssize_t n = ::recv(fd_.get(), buf, size, 0);
+      const ssize_t n = read_now(buf, size, error);
       if (n > 0) return static_cast<size_t>(n);
-      if (n == 0) return fail(error, "Redis at " + where_ + " closed the connection"), 0;
-      if (errno != EAGAIN && errno != EINTR) return fail(error, "cannot read from Redis at " + where_ + ": " + errno_text(errno)), 0;
+      if (n < 0) return 0;
       if (!wait_fd(fd_.get(), POLLIN, deadline)) return fail(error, timeout_sentence(where_, "reply")), 0;
     }
   }
