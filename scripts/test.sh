@@ -30,6 +30,12 @@ table() {
     while IFS='|' read -r n t r; do printf '%-34s %7s  %s\n' "$n" "$t" "$r"; done <"$times"
   fi
   printf '%-34s %7s  %s\n' "total" "$(($(date +%s) - run_start))" "$([ "$rc" -eq 0 ] && echo passed || echo FAILED)"
+  # The failed tests by name, last: a log cut in the middle still shows which ones.
+  if [ "$rc" -ne 0 ] && compgen -G "$logs/*.out" >/dev/null; then
+    echo
+    echo "== failed tests"
+    grep -hE -e '^\[  FAILED  \] [A-Za-z]' -e '^\s*[0-9]+ - .*\((Failed|Timeout)\)' "$logs"/*.out | sed 's/ ([0-9]* ms)$//' | sort -u
+  fi
 }
 trap table EXIT
 
@@ -44,13 +50,17 @@ timed() {
 }
 
 # stage NAME COMMAND...: a timed stage in the foreground; a failure ends the run (after the table).
+# Its output is also kept in $logs/stage-N.out, for the failed tests' names at the end.
 stage() {
+  local out
+  out=$logs/stage-$(wc -l <"$times").out
   echo "== $1"
-  timed "$@"
+  timed "$@" > >(tee "$out") 2>&1
 }
 
 mkdir -p "$logs"
-rm -f "$times"
+rm -f "$logs"/stage-*.out
+: >"$times"
 stage "install dependencies" bash "$root/scripts/install-deps.sh"
 stage "build" bash "$root/scripts/build.sh" -DTHPTRACE_BUILD_TESTS=ON
 
