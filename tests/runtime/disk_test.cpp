@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -140,14 +141,25 @@ bool write_file(const std::string& path, const std::string& text) {
 // A deliberately slow disk: an ext4 on a loop device whose writes are throttled to write_bps for the
 // processes admitted into its cgroup (v1 blkio.throttle.write_bps_device; v2 io.max wbps). Under v1 a
 // throttle holds the writes a process submits itself (its fsyncs' writeback, the fork child's syncs),
-// not the kernel flusher's. Everything is undone by the destructor.
+// not the kernel flusher's. The image lives in memory (/dev/shm), so that only the throttle makes it
+// slow: on the host's own disk, a neighbour's writes (a compile beside the tests) slowed the fsyncs
+// of the window before a fork as much as the child's did during it. Everything is undone by the
+// destructor.
 class SlowDisk {
  public:
   explicit SlowDisk(uint64_t write_bps) {
     work_ = make_temp_dir("thptrace-slowdisk-");
     mount_ = work_ + "/mnt";
     std::filesystem::create_directory(mount_);
-    const std::string image = work_ + "/disk.img";
+    char image_template[] = "/dev/shm/thptrace-slowdisk-XXXXXX";
+    const int image_fd = ::mkstemp(image_template);
+    if (image_fd < 0) {
+      fail("mkstemp in /dev/shm");
+      return;
+    }
+    ::close(image_fd);
+    image_ = image_template;
+    const std::string& image = image_;
     if (!shell("truncate -s 1G " + image)) {
       fail("truncate");
       return;
@@ -204,6 +216,7 @@ class SlowDisk {
     if (mounted_ && !shell("umount " + mount_)) shell("umount -l " + mount_);
     if (!loop_.empty()) shell("losetup -d " + loop_);
     std::error_code ec;
+    if (!image_.empty()) std::filesystem::remove(image_, ec);
     std::filesystem::remove_all(work_, ec);
   }
   SlowDisk(const SlowDisk&) = delete;
@@ -216,7 +229,7 @@ class SlowDisk {
 
  private:
   void fail(const std::string& step) { error_ = "the slow disk could not be set up: " + step + " failed"; }
-  std::string work_, mount_, loop_, root_, cgroup_, error_;
+  std::string work_, image_, mount_, loop_, root_, cgroup_, error_;
   bool mounted_ = false, ok_ = false;
 };
 
@@ -246,19 +259,18 @@ uint64_t aof_base_file_bytes(const std::string& dir) {
   return 0;
 }
 
-// A Redis with appendfsync always on a slow disk (writes throttled to 24 MB/s: the load's own fsyncs,
-// about 2,000 a second of a 4 KiB page each, fit under it), its AOF rewritten under a SET load from
-// one connection (every SET waits for its fsync on the event loop), captured from 5 s before the
-// BGREWRITEAOF to 1 s after its end. The rewrite's child syncs its ~17 MB base file every 4 MB as it
-// writes it (aof-rewrite-incremental-fsync yes, Redis's default), and an fsync the event loop makes
-// meanwhile waits behind each of those, well inside the child's life. (Synced once at its end, the
-// wait straddled the child's exit, and a call counts in the window where it returns: on a busy host
-// the event loop's blocked fsync returned after the child had exited, and the window saw no wait.)
-// The capture's report, or null after a failed assertion. base_bytes: the size of the base file the
-// rewrite's child wrote.
-nlohmann::json aof_rewrite_on_a_slow_disk(bool no_fsync_on_rewrite, bool force_fallback = false,
+// A Redis with appendfsync always on a slow disk (writes throttled to write_bps), its AOF rewritten
+// under a SET load from one connection (every SET waits for its fsync on the event loop), captured
+// from 5 s before the BGREWRITEAOF to 1 s after its end. The rewrite's child syncs its ~17 MB base
+// file every 4 MB as it writes it (aof-rewrite-incremental-fsync yes, Redis's default), and an fsync
+// the event loop makes meanwhile queues behind each of those, well inside the child's life. (Synced
+// once at its end, the wait straddled the child's exit, and a call counts in the window where it
+// returns: on a busy host the event loop's blocked fsync returned after the child had exited, and the
+// window saw no wait.) The capture's report, or null after a failed assertion. base_bytes: the size
+// of the base file the rewrite's child wrote.
+nlohmann::json aof_rewrite_on_a_slow_disk(uint64_t write_bps, bool no_fsync_on_rewrite, bool force_fallback = false,
                                           uint64_t* base_bytes = nullptr) {
-  SlowDisk disk(24 << 20);
+  SlowDisk disk(write_bps);
   EXPECT_TRUE(disk.ok()) << disk.error();
   if (!disk.ok()) return nullptr;
   RedisServer redis({"--dir", disk.dir(), "--appendonly", "yes", "--appendfsync", "always", "--aof-use-rdb-preamble",
@@ -294,8 +306,14 @@ nlohmann::json aof_rewrite_on_a_slow_disk(bool no_fsync_on_rewrite, bool force_f
 // appendfsync always (no-appendfsync-on-rewrite no), AOF rewrite on a slow disk: the event loop's
 // fsyncs wait behind the child's while it lives, and the report says so: the slowest far above the
 // window before's, and the fsync_contention finding naming the setting that trades it.
+//
+// The disk at 12 MB/s: the load's own fsyncs (about 2,000 a second, each a 4 KiB page) fit under it,
+// and each of the child's 4 MB syncs holds it for a third of a second. At 24 MB/s, beside a busy
+// loop, the event loop's slowest fsync while the child lived was 12 to 16 ms, no slower than before:
+// the child, slowed by the CPU it shared, left the throttle idle between its syncs. At 12 MB/s: 348
+// and 351 ms, against 52 and 55 ms before (docs/development/measurements.md).
 void expect_contention(bool force_fallback) {
-  const auto report = aof_rewrite_on_a_slow_disk(false, force_fallback);
+  const auto report = aof_rewrite_on_a_slow_disk(12 << 20, false, force_fallback);
   ASSERT_TRUE(report.is_object());
   EXPECT_EQ(report.at("probes").at("disk"), force_fallback                  ? "raw_tp"
                                             : expected_mode("disk").empty() ? "tp_btf"
@@ -307,9 +325,12 @@ void expect_contention(bool force_fallback) {
   ASSERT_TRUE(before.is_object() && during.is_object()) << fork->dump(1);
   std::cout << "fsync main during " << during.dump() << " before " << before.dump() << std::endl;
   EXPECT_GE(before.at("count").get<int>(), 20) << before.dump();
-  EXPECT_GT(during.at("max_us").get<double>(), 4 * before.at("max_us").get<double>())
+  // At least one fsync queued behind a 4 MB sync of the child's (about 230 ms at 12 MB/s): longer than
+  // a busy host's CPU makes any wait, and than the slowest before. Whether that is a slowdown is the
+  // tool's to say (the finding below), not a ratio of this test's.
+  EXPECT_GT(during.at("max_us").get<double>(), 100e3) << during.dump();
+  EXPECT_GT(during.at("max_us").get<double>(), before.at("max_us").get<double>())
       << "during " << during.dump() << " before " << before.dump();
-  EXPECT_GT(during.at("max_us").get<double>(), 10e3) << during.dump();
   const nlohmann::json* finding = nullptr;
   for (const auto& f : report.at("findings"))
     if (f.at("id") == "fsync_contention") finding = &f;
@@ -339,7 +360,7 @@ TEST(Disk, RewriteSlowsTheEventLoopsFsyncsForcedFallback) {
 TEST(Disk, NoAppendfsyncOnRewriteStopsTheEventLoopsFsyncs) {
   REQUIRE_BPF();
   uint64_t base_bytes = 0;
-  const auto report = aof_rewrite_on_a_slow_disk(true, false, &base_bytes);
+  const auto report = aof_rewrite_on_a_slow_disk(24 << 20, true, false, &base_bytes);
   ASSERT_TRUE(report.is_object());
   EXPECT_EQ(report.at("redis").at("persistence").at("no_appendfsync_on_rewrite"), "yes");
   const auto* fork = fork_of(report, "aof_rewrite");

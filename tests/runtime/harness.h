@@ -14,6 +14,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -169,10 +170,20 @@ bool wait_until(Pred pred, std::chrono::milliseconds timeout,
   return pred();
 }
 
-// Until INFO's `key` reads `want` on any server with info_field (RedisServer, SecureRedis).
+// Until INFO's `key` reads `want` on any server with info_field (RedisServer, SecureRedis). An INFO
+// that fails (a server frozen past the client's timeout: one fsync-bound on a throttled disk) is
+// asked again until `timeout`.
 template <class Server>
 bool wait_info(const Server& r, const std::string& key, const std::string& want, std::chrono::milliseconds timeout) {
-  return wait_until([&] { return r.info_field(key) == want; }, timeout);
+  return wait_until(
+      [&] {
+        try {
+          return r.info_field(key) == want;
+        } catch (const std::runtime_error&) {
+          return false;
+        }
+      },
+      timeout);
 }
 
 // DEBUG POPULATE of `keys` keys named PREFIX:N with values of `bytes`, in steps of 100,000 (each
