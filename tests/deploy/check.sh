@@ -222,9 +222,9 @@ wanted = ["thptrace_redis_command_latency_seconds_bucket", "thptrace_forks_total
           "thptrace_fork_duration_seconds", "thptrace_fork_child_lifetime_seconds",
           "thptrace_cow_faults_total", "thptrace_thp_splits_total", "thptrace_thp_collapses_total",
           "thptrace_anon_huge_pages_bytes", "thptrace_stall_seconds", "thptrace_probe_info",
-          "thptrace_events_dropped_total", "thptrace_redis_up", "thptrace_copied_bytes_total",
+          "thptrace_events_dropped_total", "thptrace_redis_up", "thptrace_parent_copied_bytes_total",
           "thptrace_last_fork_timestamp_seconds", "thptrace_last_fork_duration_seconds",
-          "thptrace_last_fork_copied_bytes", "thptrace_redis_client_latency_seconds_bucket"]
+          "thptrace_last_fork_parent_copied_bytes", "thptrace_redis_client_latency_seconds_bucket"]
 alltext = "\n".join(e for _, e in exprs)
 for w in wanted:
     if w not in alltext:

@@ -195,7 +195,7 @@ def main():
         got = float(freeze[0]["value"][1]) if freeze else None
         expect(f"the last fork's freeze {got} s is Redis's latest_fork_usec {redis_s} s",
                got is not None and abs(got - redis_s) <= max(0.25 * redis_s, 150e-6))
-        copied = instant(f'thptrace_last_fork_copied_bytes{{target="{target}"}}')
+        copied = instant(f'thptrace_last_fork_parent_copied_bytes{{target="{target}"}}')
         expect(f"the last fork copied bytes ({copied[0]['value'][1] if copied else None})",
                bool(copied) and float(copied[0]["value"][1]) > 0)
         daemon.send_signal(signal.SIGTERM)

@@ -115,7 +115,7 @@ TEST(Daemon, CountsForksFollowsRestartsAndExitsClean) {
   const auto fork_copies = metric_value(s, series("thptrace_fork_cow_faults_sum", target, "bgsave"));
   ASSERT_TRUE(fork_copies) << s;
   EXPECT_EQ(metric_value(s, series("thptrace_copies_total", target)), *fork_copies);
-  EXPECT_EQ(metric_value(s, series("thptrace_copied_bytes_total", target)), *fork_copies * 4096);
+  EXPECT_EQ(metric_value(s, series("thptrace_parent_copied_bytes_total", target)), *fork_copies * 4096);
   EXPECT_EQ(d.wait_for(series("thptrace_redis_forks_total", target), [](double v) { return v >= 1; }), 1);
 
   // A full sync over disk to a fresh replica.

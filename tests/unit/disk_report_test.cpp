@@ -15,18 +15,7 @@ namespace {
 
 constexpr uint64_t kS = 1'000'000'000;
 constexpr uint64_t kUs = 1'000;
-
-thptrace_event sync_ev(uint64_t start, uint64_t us, uint32_t kind, uint32_t tid = test::kParent) {
-  thptrace_event e{};
-  e.type = EV_DISK;
-  e.tgid = test::kParent;
-  e.pid = tid;
-  e.start_ns = start;
-  e.ts_ns = start + us * kUs;
-  e.value = DISK_FSYNC;
-  e.value2 = kind;
-  return e;
-}
+using test::sync_ev;
 
 // A fork at 10 s whose child lives 2 s (reason aof_rewrite), 20 main-thread fsyncs of before_us each in
 // [8 s, 10 s) and 20 of during_us in [10 s, 12 s); appendfsync always; aof_delayed_fsync 3 → 7.
@@ -73,7 +62,7 @@ TEST(FsyncWindow, NearestRankFiguresByThreadKindAndWindow) {
   auto other = sync_ev(50 * kS, 7, THREAD_MAIN);
   other.tgid = 999;  // another process's
   events.push_back(other);
-  const auto w = correlate::fsync_window(events, test::kParent, 0, 200 * kS);
+  const auto w = correlate::fsync_window(events, test::kParent, {0, 200 * kS});
   ASSERT_TRUE(w.bio_aof.has_value());
   EXPECT_EQ(w.bio_aof->count, 100u);
   EXPECT_DOUBLE_EQ(w.bio_aof->p50_us, 50);
@@ -84,7 +73,7 @@ TEST(FsyncWindow, NearestRankFiguresByThreadKindAndWindow) {
   EXPECT_FALSE(w.main.has_value());
   EXPECT_EQ(w.count(), 101u);
   // A call counts where it returned: [from, to) by its end.
-  const auto edge = correlate::fsync_window(events, test::kParent, 10 * kS + 10 * kUs, 11 * kS + 11 * kUs);
+  const auto edge = correlate::fsync_window(events, test::kParent, {10 * kS + 10 * kUs, 11 * kS + 11 * kUs});
   ASSERT_TRUE(edge.bio_aof.has_value());
   EXPECT_EQ(edge.bio_aof->count, 1u);
   EXPECT_DOUBLE_EQ(edge.bio_aof->max_us, 10);

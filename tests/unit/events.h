@@ -44,6 +44,19 @@ inline thptrace_episode episode(uint32_t child, uint64_t fork_ts, uint64_t exit_
   return ep;
 }
 
+// An fsync of the parent from `start`, `us` µs long, by a thread of `kind` (enum thptrace_thread_kind).
+inline thptrace_event sync_ev(uint64_t start, uint64_t us, uint32_t kind, uint32_t tid = kParent) {
+  thptrace_event e{};
+  e.type = EV_DISK;
+  e.tgid = kParent;
+  e.pid = tid;
+  e.start_ns = start;
+  e.ts_ns = start + us * 1000;
+  e.value = DISK_FSYNC;
+  e.value2 = kind;
+  return e;
+}
+
 // The child's exit, closing `ep` (its parent is the event's tgid).
 inline thptrace_event exit_ev(const thptrace_episode& ep) {
   thptrace_event e{};

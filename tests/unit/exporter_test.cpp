@@ -4,6 +4,8 @@
 // liveness the daemon reads, not from questions asked back.
 #include <gtest/gtest.h>
 
+#include "correlate/correlator.h"
+#include "correlate/disk.h"
 #include "daemon/exporter.h"
 #include "daemon/metrics.h"
 #include "events.h"
@@ -79,6 +81,42 @@ TEST(Exporter, CopiesAreTheForksFaultsAndTheRestIsReuseCountedOnlyWhenNoForkIsOp
   m = f.metrics.exposition();
   EXPECT_EQ(series(m, "thptrace_cow_faults_total"), 700);
   EXPECT_EQ(series(m, "thptrace_copies_total"), 512);
-  EXPECT_EQ(series(m, "thptrace_copied_bytes_total"), 512.0 * 4096);
+  EXPECT_EQ(series(m, "thptrace_parent_copied_bytes_total"), 512.0 * 4096);
   EXPECT_EQ(series(m, "thptrace_reuse_faults_total"), 700 - 512);
+}
+
+// One fork window (correlate/window.h) for the report and the metrics: from the child's creation (the
+// fork's record) to its exit. The AOF thread's fsync that returned inside the fork() call but before
+// the creation is the window before's in both; the one that returned just after it, the fork's.
+TEST(Exporter, AForksWindowIsTheReportsFromTheChildsCreation) {
+  auto fork = test::fork_ev(200, 10 * kS);
+  fork.start_ns = 10 * kS - 5'000'000;  // inside a fork() call of 5 ms so far
+  const auto ep = test::episode(200, 10 * kS, 11 * kS, 0);
+  const std::vector<thptrace_event> events = {
+      test::sync_ev(10 * kS - 4'000'000, 2000, THREAD_BIO_AOF),        // returned 2 ms before the creation
+      fork, test::sync_ev(10 * kS - 1'000'000, 2000, THREAD_BIO_AOF),  // returned 1 ms after it
+      test::exit_ev(ep)};
+
+  correlate::Correlator correlator(test::kParent);
+  for (const auto& e : events) correlator.on_event(e);
+  const auto forks = correlator.take_remaining(true);
+  ASSERT_EQ(forks.size(), 1u);
+  const correlate::Window window = forks[0].window();
+  EXPECT_EQ(window.from_ns, 10 * kS);
+  EXPECT_EQ(window.to_ns, 11 * kS);
+  const auto during = correlate::fsync_window(events, test::kParent, window);
+  const auto before = correlate::fsync_window(events, test::kParent, *window.before());
+  ASSERT_TRUE(during.bio_aof && before.bio_aof);
+  EXPECT_EQ(during.bio_aof->count, 1u);
+  EXPECT_EQ(before.bio_aof->count, 1u);
+
+  Fixture f;
+  for (const auto& e : events) f.exporter.on_event(f.id, e);
+  const std::string scrape = f.metrics.exposition();
+  for (const char* phase : {"fork", "idle"})
+    EXPECT_NE(scrape.find(std::string("thptrace_fsync_seconds_count{phase=\"") + phase +
+                          R"(",target="127.0.0.1:6379",thread="bio_aof"} 1)"),
+              std::string::npos)
+        << phase << "\n"
+        << scrape;
 }

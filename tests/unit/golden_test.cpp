@@ -4,6 +4,7 @@
 // An intended change of output re-records them and names the change in its commit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -146,6 +147,51 @@ TEST_P(GoldenCapture, ReportJsonRoundTrip) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Recorded, GoldenCapture, ::testing::Values("capture_uprobe", "capture_fallback"));
+
+// The sum of a histogram's _count series whose labels include every pair of `labels`.
+uint64_t histogram_count(const std::string& exposition, const std::string& name,
+                         const std::vector<std::string>& labels) {
+  uint64_t sum = 0;
+  std::istringstream in(exposition);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(name + "_count{", 0) != 0) continue;
+    const auto close = line.rfind("} ");
+    if (std::all_of(labels.begin(), labels.end(), [&](const std::string& l) { return line.find(l) < close; }))
+      sum += std::stoull(line.substr(close + 2));
+  }
+  return sum;
+}
+
+// One fork window (correlate/window.h) for the capture and the daemon: a capture's recorded events and
+// probe samples, replayed through the report and through the daemon's exporter, put the same calls
+// and requests inside its forks' windows.
+TEST(GoldenBoth, OneForkWindowInTheReportAndTheMetrics) {
+  const auto in = read_inputs("capture_fallback.inputs.json");
+  const auto r = report::assemble(in);
+  uint64_t main_fsyncs = 0, bio_fsyncs = 0, aof_writes = 0, requests = 0;
+  for (const auto& f : r.forks) {
+    if (f.fsync_during && f.fsync_during->main) main_fsyncs += f.fsync_during->main->count;
+    if (f.fsync_during && f.fsync_during->bio_aof) bio_fsyncs += f.fsync_during->bio_aof->count;
+    if (f.fsync_during && f.fsync_during->aof_write) aof_writes += f.fsync_during->aof_write->count;
+    if (f.client_latency_during) requests += f.client_latency_during->samples;
+  }
+  // Each figure the recording has; a recording without them checks nothing.
+  ASSERT_GT(main_fsyncs, 0u);
+  ASSERT_GT(bio_fsyncs + aof_writes, 0u);
+  ASSERT_GT(requests, 0u);
+
+  daemon::Metrics metrics;
+  daemon::Exporter exporter(metrics, in.probes);
+  const auto id = exporter.add_target("t", true);
+  exporter.follow(id, in.pid, {});
+  for (const auto& e : in.events) exporter.on_event(id, e);
+  exporter.on_probe_samples(id, in.probe_samples);
+  const std::string scrape = metrics.exposition();
+  EXPECT_EQ(histogram_count(scrape, "thptrace_fsync_seconds", {"thread=\"main\"", "phase=\"fork\""}), main_fsyncs);
+  EXPECT_EQ(histogram_count(scrape, "thptrace_fsync_seconds", {"thread=\"bio_aof\"", "phase=\"fork\""}), bio_fsyncs);
+  EXPECT_EQ(histogram_count(scrape, "thptrace_aof_write_seconds", {"phase=\"fork\""}), aof_writes);
+  EXPECT_EQ(histogram_count(scrape, "thptrace_redis_client_latency_seconds", {"phase=\"fork\""}), requests);
+}
 
 TEST(GoldenDaemon, MetricsAreByteIdentical) {
   EXPECT_EQ(without_upkeep_families(replay_daemon("daemon.inputs.jsonl")),

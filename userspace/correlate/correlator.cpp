@@ -136,18 +136,18 @@ ForkEpisode Correlator::complete(const Partial& p) const {
     f.reason_source = f.reason == Reason::unknown ? "none" : "info";
   }
   const auto& samples = samples_.samples();
-  const uint64_t end = f.exit_ts_ns ? f.exit_ts_ns : (samples.empty() ? f.fork_ts_ns : samples.back().ts_ns);
+  const Window window = f.window(samples.empty() ? f.fork_ts_ns : std::max(f.fork_ts_ns, samples.back().ts_ns));
   if (options_.kernel_splits) {
     f.thp_splits_source = "kernel";
   } else {
-    f.thp_splits = samples_.vmstat_delta("thp_split_pmd", f.fork_ts_ns, end).value_or(0);
+    f.thp_splits = samples_.vmstat_delta("thp_split_pmd", window.from_ns, window.to_ns).value_or(0);
     f.thp_splits_source = "vmstat";
   }
   if (f.reason != Reason::aof_rewrite && f.reason != Reason::module) f.replicas = replicas_.served_by(f.child_pid);
   if (!timeline_.empty() && f.exit_ts_ns) {
-    const uint64_t span = f.exit_ts_ns - f.fork_ts_ns;
-    f.latency_during = latency_between(timeline_, f.fork_ts_ns, f.exit_ts_ns);
-    if (f.fork_ts_ns > span) f.latency_before = latency_between(timeline_, f.fork_ts_ns - span, f.fork_ts_ns);
+    f.latency_during = latency_between(timeline_, window.from_ns, window.to_ns);
+    if (const auto before = window.before())
+      f.latency_before = latency_between(timeline_, before->from_ns, before->to_ns);
   }
   return f;
 }

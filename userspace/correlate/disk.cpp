@@ -37,11 +37,11 @@ uint64_t FsyncWindow::count() const {
   return n;
 }
 
-FsyncWindow fsync_window(const std::vector<thptrace_event>& events, uint32_t tgid, uint64_t from_ns, uint64_t to_ns) {
+FsyncWindow fsync_window(const std::vector<thptrace_event>& events, uint32_t tgid, const Window& window) {
   std::array<std::vector<double>, 3> us;  // by enum thptrace_thread_kind
   std::vector<double> writes_us;
   for (const auto& e : events) {
-    if (e.type != EV_DISK || e.tgid != tgid || e.ts_ns < from_ns || e.ts_ns >= to_ns || e.ts_ns < e.start_ns) continue;
+    if (e.type != EV_DISK || e.tgid != tgid || !window.holds(e.ts_ns) || e.ts_ns < e.start_ns) continue;
     const double took_us = static_cast<double>(e.ts_ns - e.start_ns) / 1e3;
     if (e.value == DISK_WRITE) {
       writes_us.push_back(took_us);

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "correlate/window.h"
 #include "kernel/abi.h"
 
 namespace thptrace::correlate {
@@ -35,8 +36,8 @@ struct FsyncWindow {
 // the report's keys and the metrics' thread label use.
 const char* thread_kind_name(uint64_t kind);
 
-// The calls of `tgid` that returned in [from_ns, to_ns): a call that waited across the start counts
-// where its wait ended.
-FsyncWindow fsync_window(const std::vector<thptrace_event>& events, uint32_t tgid, uint64_t from_ns, uint64_t to_ns);
+// The calls of `tgid` that returned in `window`: a call that waited across its start counts where its
+// wait ended.
+FsyncWindow fsync_window(const std::vector<thptrace_event>& events, uint32_t tgid, const Window& window);
 
 }  // namespace thptrace::correlate

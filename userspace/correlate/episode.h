@@ -10,6 +10,7 @@
 #include "correlate/copies.h"
 #include "correlate/disk.h"
 #include "correlate/replicas.h"
+#include "correlate/window.h"
 #include "redis/latency_probe.h"
 
 namespace thptrace::correlate {
@@ -46,7 +47,7 @@ struct ForkEpisode {
   uint32_t child_pid = 0;
   Reason reason = Reason::unknown;
   std::string reason_source;  // "uprobe", "info", or "none"
-  uint64_t fork_ts_ns = 0;
+  uint64_t fork_ts_ns = 0;    // the child's creation
   uint64_t exit_ts_ns = 0;     // 0 while the child lives
   std::optional<double> fork_duration_us;  // libc fork() in the parent, else the clone syscall
   std::optional<double> clone_syscall_us;  // the clone syscall alone
@@ -76,13 +77,13 @@ struct ForkEpisode {
   uint64_t compaction_stalls = 0, reclaim_stalls = 0;
   double compaction_ms = 0, reclaim_ms = 0;
   std::optional<LatencyWindow> latency_during, latency_before;
-  // What a client felt (redis/latency_probe.h): the probe's requests answered from the fork's start
-  // (its freeze included) to the child's exit, and in the window of the same length before. Unset
-  // when the probe did not run or nothing was answered in the window.
+  // What a client felt (redis/latency_probe.h): the probe's requests answered in the fork's window
+  // (its freeze included) and in the window before. Unset when the probe did not run or nothing was
+  // answered in the window.
   std::optional<redis::ClientLatency> client_latency_during, client_latency_before;
   // The process's fsync, fdatasync and sync_file_range calls by thread kind (the disk family),
-  // returned while the child lived (from its creation) and in the window of the same length before;
-  // unset when the family did not run (or, before, when the capture started inside that window).
+  // returned in the fork's window and in the window before; unset when the family did not run (or,
+  // before, when the capture started inside that window).
   std::optional<FsyncWindow> fsync_during, fsync_before;
   // INFO's aof_delayed_fsync from the last poll before the fork to the first after the child's exit.
   std::optional<int64_t> aof_delayed_fsync;
@@ -91,6 +92,8 @@ struct ForkEpisode {
   // Where the parent's copies came from (sampled, --sample-copies); nullopt when sampling was off.
   std::optional<CopyAttribution> copies;
   bool complete() const { return exit_ts_ns != 0; }
+  // Its window (correlate/window.h); end_ns closes it for a child that outlived what was seen.
+  Window window(uint64_t end_ns = Window::kOpen) const { return {fork_ts_ns, exit_ts_ns ? exit_ts_ns : end_ns}; }
 };
 
 }  // namespace thptrace::correlate

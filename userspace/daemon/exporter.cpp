@@ -70,11 +70,7 @@ void Exporter::on_event(TargetId id, const thptrace_event& e) {
   switch (e.type) {
     case EV_FORK:
       metrics_.on_fork_started(t.label);
-      if (t.fork_windows.size() < kMaxForkWindows) t.fork_windows[e.child_pid] = {e.ts_ns, 0};
-      break;
-    case EV_FORK_RETURN:
-      if (const auto it = t.fork_windows.find(e.child_pid); it != t.fork_windows.end() && e.start_ns)
-        it->second.from_ns = std::min<uint64_t>(it->second.from_ns, e.start_ns);
+      if (t.fork_windows.size() < kMaxForkWindows) t.fork_windows[e.child_pid] = {e.ts_ns, correlate::Window::kOpen};
       break;
     case EV_CHILD_EXIT:
       if (const auto it = t.fork_windows.find(e.child_pid); it != t.fork_windows.end()) it->second.to_ns = e.ts_ns;
@@ -210,8 +206,9 @@ void Exporter::on_probe_samples(TargetId id, const std::vector<redis::ProbeSampl
     newest = std::max(newest, done);
     metrics_.observe_client_latency(t.label, t.in_fork_window(done), static_cast<double>(x.latency_ns) / 1e9);
   }
-  std::erase_if(t.fork_windows,
-                [newest](const auto& kv) { return kv.second.to_ns && kv.second.to_ns + kForkWindowKeepNs < newest; });
+  std::erase_if(t.fork_windows, [newest](const auto& kv) {
+    return kv.second.to_ns != correlate::Window::kOpen && kv.second.to_ns + kForkWindowKeepNs < newest;
+  });
 }
 
 void Exporter::export_episode(Target& t, const correlate::ForkEpisode& e) {

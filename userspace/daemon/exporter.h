@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <fstream>
@@ -70,7 +71,7 @@ class Exporter {
   // it closes its fork as the record would have.
   void on_lost_exit(TargetId t, const thptrace_episode& ep);
   // The latency probe's requests since the last call: each observed in the fork phase when a fork
-  // child of the target lived when its reply came (from the clone's entry to the child's exit).
+  // child of the target lived when its reply came (its window: correlate/window.h).
   void on_probe_samples(TargetId t, const std::vector<redis::ProbeSample>& samples);
   // Forks of the target whose child has not been seen exiting.
   std::vector<uint32_t> open_children(TargetId t) const { return targets_.at(t).correlator.open_children(); }
@@ -93,13 +94,9 @@ class Exporter {
     uint64_t copies = 0, reuse = 0;
     // The last full sync of each replica, by address, with when: a later one is a repeat.
     std::map<std::string, uint64_t> dropped_at{};
-    // The recent forks' windows, by child: from the clone's entry (its fork's timestamp until the
-    // return is seen) to the child's exit (0 while it lives). Kept for kForkWindowKeepNs after the
+    // The recent forks' windows (correlate/window.h), by child. Kept for kForkWindowKeepNs after the
     // exit, for probe samples that arrive late.
-    struct ForkWindow {
-      uint64_t from_ns = 0, to_ns = 0;
-    };
-    std::map<uint32_t, ForkWindow> fork_windows{};
+    std::map<uint32_t, correlate::Window> fork_windows{};
     // The forecast's history: the last fork traced of each reason and of any, the process's memory
     // at the last reading, the replication stream's offset over the last minute (INFO's
     // master_repl_offset, by poll) and the replicas the last poll listed.
@@ -114,9 +111,8 @@ class Exporter {
     size_t replicas = 0;
     // Whether a fork child of the target lived at ts_ns (a fork window holds it).
     bool in_fork_window(uint64_t ts_ns) const {
-      for (const auto& [child, w] : fork_windows)
-        if (ts_ns >= w.from_ns && (w.to_ns == 0 || ts_ns <= w.to_ns)) return true;
-      return false;
+      return std::any_of(fork_windows.begin(), fork_windows.end(),
+                         [ts_ns](const auto& kv) { return kv.second.holds(ts_ns); });
     }
   };
   static constexpr uint64_t kForkWindowKeepNs = 10'000'000'000;

@@ -141,10 +141,11 @@ inline constexpr auto kMetrics = [] {
        .help = "Pages the watched process copied on write while a fork child of it lived, added when the "
                "fork's child has exited.",
        .at_zero = kOneSeries},
-      {.name = "thptrace_copied_bytes_total",
+      {.name = "thptrace_parent_copied_bytes_total",
        .type = MetricType::counter,
        .owner = Owner::target,
-       .help = "Bytes those copies took: copies times the base page size.",
+       .help = "Bytes the watched process's copies took (the parent's alone, not its fork children's): copies "
+               "times the base page size.",
        .at_zero = kOneSeries},
       {.name = "thptrace_reuse_faults_total",
        .type = MetricType::counter,
@@ -199,10 +200,11 @@ inline constexpr auto kMetrics = [] {
        .owner = Owner::target,
        .help = "How long the last fork froze the watched process (its libc fork() call), set "
                "when its child has exited."},
-      {.name = "thptrace_last_fork_copied_bytes",
+      {.name = "thptrace_last_fork_parent_copied_bytes",
        .type = MetricType::gauge,
        .owner = Owner::target,
-       .help = "Bytes the watched process copied on write while the child of its last fork lived."},
+       .help = "Bytes the watched process copied on write while the child of its last fork lived (the "
+               "parent's copies alone)."},
       {.name = "thptrace_fork_in_progress",
        .type = MetricType::gauge,
        .owner = Owner::target,

@@ -272,12 +272,12 @@ void Metrics::on_episode(const std::string& t, const correlate::ForkEpisode& e,
   if (e.child_lifetime_ms) histogram<"thptrace_fork_child_lifetime_seconds">(l).Observe(*e.child_lifetime_ms / 1e3);
   histogram<"thptrace_fork_cow_faults">(l).Observe(static_cast<double>(e.cow_faults));
   counter<"thptrace_copies_total">(of(t)).Increment(static_cast<double>(e.cow_faults));
-  counter<"thptrace_copied_bytes_total">(of(t)).Increment(static_cast<double>(e.cow_faults * kPageBytes));
+  counter<"thptrace_parent_copied_bytes_total">(of(t)).Increment(static_cast<double>(e.cow_faults * kPageBytes));
   // The last fork, for the dashboard's first row: made at a target's first fork, as a gauge at zero
   // would read as a fork that froze nothing.
   if (fork_unix_seconds) gauge<"thptrace_last_fork_timestamp_seconds">(l).Set(*fork_unix_seconds);
   if (e.fork_duration_us) gauge<"thptrace_last_fork_duration_seconds">(of(t)).Set(*e.fork_duration_us / 1e6);
-  gauge<"thptrace_last_fork_copied_bytes">(of(t)).Set(static_cast<double>(e.cow_faults * kPageBytes));
+  gauge<"thptrace_last_fork_parent_copied_bytes">(of(t)).Set(static_cast<double>(e.cow_faults * kPageBytes));
   if (e.reason == correlate::Reason::full_sync_disk || e.reason == correlate::Reason::full_sync_diskless ||
       e.reason == correlate::Reason::full_sync_rdb_channel || !e.replicas.empty())
     histogram<"thptrace_fork_replicas">(of(t)).Observe(static_cast<double>(e.replicas.size()));

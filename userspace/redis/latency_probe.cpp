@@ -47,7 +47,7 @@ std::optional<ClientLatency> client_latency(const std::vector<ProbeSample>& samp
   std::vector<uint64_t> ns;
   ClientLatency out;
   for (const auto& s : samples) {
-    if (s.done_ns() < from_ns || s.done_ns() > to_ns) continue;
+    if (s.done_ns() < from_ns || s.done_ns() >= to_ns) continue;
     ns.push_back(s.latency_ns);
     if (s.failed || s.latency_ns > client_timeout_us * 1000) ++out.over_timeout;
   }

@@ -47,7 +47,7 @@ struct ClientLatency {
   uint64_t over_timeout = 0;  // samples slower than the clients' timeout (a failure counts)
 };
 
-// The figures of the samples answered within [from_ns, to_ns]; nullopt when none was.
+// The figures of the samples answered within [from_ns, to_ns); nullopt when none was.
 std::optional<ClientLatency> client_latency(const std::vector<ProbeSample>& samples, uint64_t from_ns, uint64_t to_ns,
                                             uint64_t client_timeout_us);
 

@@ -10,53 +10,51 @@ namespace thptrace::report {
 
 namespace {
 
-// Each fork's sampled copies: those taken while its child lived (to the capture's end for a child
-// that outlived it), against its RSS at fork.
+// Each fork's sampled copies: those taken in its window (to the capture's end for a child that
+// outlived it), against its RSS at fork.
 void attribute_forks(const CaptureInputs& in, std::vector<correlate::ForkEpisode>& forks) {
   for (auto& f : forks) {
-    const uint64_t until = f.exit_ts_ns ? f.exit_ts_ns : in.end_ns;
+    const correlate::Window window = f.window(in.end_ns);
     std::vector<const correlate::CopySample*> mine;
     for (const auto& s : in.copy_samples)
-      if (s.ts_ns >= f.fork_ts_ns && s.ts_ns <= until) mine.push_back(&s);
+      if (window.holds(s.ts_ns)) mine.push_back(&s);
     const proc::Sample* at_fork = in.samples.at_or_before(f.fork_ts_ns);
     const uint64_t rss_kb = at_fork && at_fork->target_alive ? at_fork->rss_kb : 0;
     f.copies = correlate::attribute_copies(mine, in.sample_every, f.cow_faults + f.child_cow_faults, rss_kb);
   }
 }
 
-// Each fork's client latency: the probe's requests answered from the start of the fork() call (its
-// freeze) to the child's exit (the capture's end for a child that outlived it), and before it.
+// Each fork's client latency: the probe's requests answered in its window (to the capture's end for a
+// child that outlived it; the requests its freeze held are answered in it) and in the window before.
 void client_latency_of_forks(const CaptureInputs& in, std::vector<correlate::ForkEpisode>& forks) {
   for (auto& f : forks) {
-    const auto freeze_ns = static_cast<uint64_t>(f.fork_duration_us.value_or(0) * 1e3);
-    const uint64_t from = f.fork_ts_ns > freeze_ns ? f.fork_ts_ns - freeze_ns : 0;
-    const uint64_t to = f.exit_ts_ns ? f.exit_ts_ns : in.end_ns;
-    f.client_latency_during = redis::client_latency(in.probe_samples, from, to, in.client_timeout_us);
-    if (from > to - from)
-      f.client_latency_before = redis::client_latency(in.probe_samples, from - (to - from), from, in.client_timeout_us);
+    const correlate::Window window = f.window(in.end_ns);
+    f.client_latency_during =
+        redis::client_latency(in.probe_samples, window.from_ns, window.to_ns, in.client_timeout_us);
+    if (const auto before = window.before())
+      f.client_latency_before =
+          redis::client_latency(in.probe_samples, before->from_ns, before->to_ns, in.client_timeout_us);
   }
 }
 
-// Each fork's fsyncs (the disk family): those returned from the child's creation to its exit, and in
-// the window of the same length before. Unlike the client latency's, the window does not reach back
-// over the fork() call: Redis syncs the AOF just before it forks a rewrite, and a call that returned
-// before the child existed did not share the disk with it.
+// Each fork's fsyncs (the disk family): those returned in its window and in the window before (when
+// the capture saw all of it). Redis syncs the AOF just before it forks a rewrite: that call returned
+// before the child existed, in the window before.
 void fsync_of_forks(const CaptureInputs& in, std::vector<correlate::ForkEpisode>& forks) {
   const auto tgid = static_cast<uint32_t>(in.pid);
   for (auto& f : forks) {
-    const uint64_t from = f.fork_ts_ns;
-    const uint64_t to = f.exit_ts_ns ? f.exit_ts_ns : in.end_ns;
-    f.fsync_during = correlate::fsync_window(in.events, tgid, from, to);
+    const correlate::Window window = f.window(in.end_ns);
+    f.fsync_during = correlate::fsync_window(in.events, tgid, window);
     const redis::Snapshot *before = nullptr, *after = nullptr;
     for (const auto& s : in.timeline) {
       if (!s.up || s.aof_delayed_fsync < 0) continue;
-      if (s.ts_ns <= from) before = &s;
-      if (s.ts_ns >= to && !after) after = &s;
+      if (s.ts_ns <= window.from_ns) before = &s;
+      if (s.ts_ns >= window.to_ns && !after) after = &s;
     }
     if (before && after && after->aof_delayed_fsync >= before->aof_delayed_fsync)
       f.aof_delayed_fsync = after->aof_delayed_fsync - before->aof_delayed_fsync;
-    if (from > to - from && from - (to - from) >= in.start_ns)
-      f.fsync_before = correlate::fsync_window(in.events, tgid, from - (to - from), from);
+    if (const auto earlier = window.before(in.start_ns))
+      f.fsync_before = correlate::fsync_window(in.events, tgid, *earlier);
   }
 }
 

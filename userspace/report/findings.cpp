@@ -287,8 +287,8 @@ void fork_findings(const Report& r, std::vector<Draft>& f) {
                  "copies",
                  Severity::warning,
                  std::nullopt,
-                 {{"copies", cow},
-                  {"copied_bytes", cow * kPageBytes},
+                 {{"parent_copies", cow},
+                  {"parent_copied_bytes", cow * kPageBytes},
                   {"stall_ms", stall_ms ? ordered_json(*stall_ms) : ordered_json(nullptr)},
                   {"stall_source", stall_ms ? (estimated ? "estimate" : "kernel") : ""}}});
 
