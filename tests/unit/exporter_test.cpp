@@ -120,3 +120,32 @@ TEST(Exporter, AForksWindowIsTheReportsFromTheChildsCreation) {
         << phase << "\n"
         << scrape;
 }
+
+// The main thread's clocks between two readings, split between the phases by how much of the interval
+// a fork window covered: half of it here (a child from 2 s, still alive at the reading at 3 s).
+TEST(Exporter, TheMainThreadsTimeIsSplitByTheForkWindowsShareOfEachInterval) {
+  Fixture f;
+  const auto reading = [&](uint64_t now, uint64_t on_cpu, uint64_t runqueue) {
+    daemon::Exporter::Readings h;
+    h.now_ns = now;
+    daemon::Exporter::Readings::Reading r;
+    r.target = f.id;
+    r.sample.target_alive = true;
+    r.sample.main_thread = proc::SchedStat{on_cpu, runqueue};
+    h.targets.push_back(r);
+    f.exporter.on_readings(h);
+  };
+  reading(1 * kS, 5 * kS, 1 * kS);
+  f.exporter.on_event(f.id, test::fork_ev(200, 2 * kS));
+  reading(3 * kS, 5 * kS + 400'000'000, 1 * kS + 1'000'000'000);  // 0.4 s on a CPU, 1 s waiting
+  const std::string scrape = f.metrics.exposition();
+  const auto value = [&](const std::string& labels) {
+    const std::string series = "thptrace_main_thread_seconds_total{" + labels + "} ";
+    const auto at = scrape.find(series);
+    return at == std::string::npos ? -1.0 : std::stod(scrape.substr(at + series.size()));
+  };
+  EXPECT_DOUBLE_EQ(value(R"(phase="fork",state="on_cpu",target="127.0.0.1:6379")"), 0.2) << scrape;
+  EXPECT_DOUBLE_EQ(value(R"(phase="fork",state="runqueue",target="127.0.0.1:6379")"), 0.5) << scrape;
+  EXPECT_DOUBLE_EQ(value(R"(phase="idle",state="on_cpu",target="127.0.0.1:6379")"), 0.2) << scrape;
+  EXPECT_DOUBLE_EQ(value(R"(phase="idle",state="runqueue",target="127.0.0.1:6379")"), 0.5) << scrape;
+}

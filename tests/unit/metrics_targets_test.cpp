@@ -43,6 +43,7 @@ void fill(Metrics& m, const std::string& t) {
   m.observe_aof_write(t, true, 0.0005);
   m.add_cow_faults(t, 3, 1);
   m.add_reuse_faults(t, 2);
+  m.add_main_thread(t, true, 1e6, 2e6);
   m.add_thp(t, 1, 1);
   m.add_untracked_forks(t, 1);
   m.set_untraced(t, false);

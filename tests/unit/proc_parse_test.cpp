@@ -105,6 +105,22 @@ TEST(Statm, ResidentPagesInKilobytes) {
   EXPECT_FALSE(parse_statm_rss_kb("0 0 0 0 0 0 0\n", 4096));  // a zombie's
 }
 
+TEST(Schedstat, OnCpuAndRunQueueNanoseconds) {
+  const auto s = parse_schedstat("2183064114 74181 412\n");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->on_cpu_ns, 2183064114u);
+  EXPECT_EQ(s->runqueue_ns, 74181u);
+  EXPECT_TRUE(parse_schedstat("0 0 0\n"));
+  EXPECT_FALSE(parse_schedstat(""));
+  EXPECT_FALSE(parse_schedstat("12"));
+  EXPECT_FALSE(parse_schedstat("12 "));
+  EXPECT_FALSE(parse_schedstat(" 12 13 1"));
+  EXPECT_FALSE(parse_schedstat("12 x 1"));
+  EXPECT_FALSE(parse_schedstat("12 -3 1"));
+  EXPECT_FALSE(parse_schedstat("1 184467440737095516150 1"));  // past 64 bits
+  EXPECT_FALSE(parse_schedstat(std::string_view("12\0 13 1", 8)));
+}
+
 TEST(SampleCadence, FullSamplesWhileAForkLastsAfterACollapseAndEveryIdleInterval) {
   using namespace std::chrono_literals;
   const auto t0 = SampleCadence::Clock::time_point{} + 1000s;

@@ -42,6 +42,14 @@ struct LatencyWindow {
   double p50_us = 0, p99_us = 0, p999_us = 0, max_us = 0;
 };
 
+// A thread's time over a window, from its scheduler clocks (proc::SchedStat) at the /proc samples
+// around the window: span_ms is the time between those two samples (the window widened to them, by
+// up to a sampling interval at each end), split into on a CPU, runnable but waiting for one (the run
+// queue), and the rest, asleep or blocked (off_cpu_ms). The three add up to span_ms.
+struct ThreadTime {
+  double span_ms = 0, on_cpu_ms = 0, runqueue_ms = 0, off_cpu_ms = 0;
+};
+
 struct ForkEpisode {
   uint32_t parent_tgid = 0;
   uint32_t child_pid = 0;
@@ -85,6 +93,9 @@ struct ForkEpisode {
   // returned in the fork's window and in the window before; unset when the family did not run (or,
   // before, when the capture started inside that window).
   std::optional<FsyncWindow> fsync_during, fsync_before;
+  // The process's main thread (Redis's event loop) over the fork's window and the window before;
+  // unset without the samples around it.
+  std::optional<ThreadTime> main_thread_during, main_thread_before;
   // INFO's aof_delayed_fsync from the last poll before the fork to the first after the child's exit.
   std::optional<int64_t> aof_delayed_fsync;
   // The replicas' full syncs this fork served (INFO replication), in the order they appeared.

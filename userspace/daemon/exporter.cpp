@@ -61,6 +61,7 @@ void Exporter::follow(TargetId id, pid_t pid, const proc::ContainerNames& names)
   t.correlator.retarget(static_cast<uint32_t>(pid));
   t.last = {};  // a new process's counters start at zero
   t.copies = t.reuse = 0;
+  t.main_thread.reset();
 }
 
 void Exporter::on_event(TargetId id, const thptrace_event& e) {
@@ -137,6 +138,9 @@ void Exporter::on_readings(const Readings& h) {
       if (s.cgroup_usage_bytes) ts["sample"]["cgroup_usage_bytes"] = *s.cgroup_usage_bytes;
       if (s.cgroup_limit_bytes) ts["sample"]["cgroup_limit_bytes"] = *s.cgroup_limit_bytes;
       if (s.mem_available_bytes) ts["sample"]["mem_available_bytes"] = *s.mem_available_bytes;
+      if (s.main_thread)
+        ts["sample"]["main_thread"] = {{"on_cpu_ns", s.main_thread->on_cpu_ns},
+                                       {"runqueue_ns", s.main_thread->runqueue_ns}};
       step["targets"].push_back(std::move(ts));
     }
     step["dropped"] = h.dropped;
@@ -161,6 +165,20 @@ void Exporter::on_readings(const Readings& h) {
         t.reuse = k->cow_faults - t.copies;
       }
     }
+    // The main thread's time since the last reading, split between the phases by how much of the
+    // interval the fork windows cover (the clocks say how much, not when: within an interval it is
+    // taken as even).
+    if (r.sample.main_thread && t.main_thread && h.now_ns > t.main_thread_ns &&
+        r.sample.main_thread->on_cpu_ns >= t.main_thread->on_cpu_ns &&
+        r.sample.main_thread->runqueue_ns >= t.main_thread->runqueue_ns) {
+      const double fork = t.fork_share(t.main_thread_ns, h.now_ns);
+      const auto on = static_cast<double>(r.sample.main_thread->on_cpu_ns - t.main_thread->on_cpu_ns);
+      const auto wait = static_cast<double>(r.sample.main_thread->runqueue_ns - t.main_thread->runqueue_ns);
+      metrics_.add_main_thread(t.label, true, on * fork, wait * fork);
+      metrics_.add_main_thread(t.label, false, on * (1 - fork), wait * (1 - fork));
+    }
+    t.main_thread = r.sample.main_thread;
+    t.main_thread_ns = h.now_ns;
     if (r.sample.target_alive) {
       metrics_.set_memory(t.label, r.sample.rss_kb * 1024, r.sample.anon_huge_pages_kb * 1024, r.sample.thp_enabled);
       metrics_.set_cgroup_memory(t.label, r.sample.cgroup_usage_bytes, r.sample.cgroup_limit_bytes);

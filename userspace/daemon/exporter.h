@@ -108,8 +108,25 @@ class Exporter {
       std::optional<uint64_t> cgroup_usage_bytes, cgroup_limit_bytes, mem_available_bytes;
     } memory{};
     std::deque<std::pair<uint64_t, int64_t>> repl_offsets{};
+    std::optional<proc::SchedStat> main_thread{};  // the main thread's clocks at the last reading
+    uint64_t main_thread_ns = 0;                   // and when it was taken
     size_t replicas = 0;
     // Whether a fork child of the target lived at ts_ns (a fork window holds it).
+    // The share of [from_ns, to_ns) that fork windows cover (overlapping windows counted once).
+    double fork_share(uint64_t from_ns, uint64_t to_ns) const {
+      uint64_t covered = 0, at = from_ns;  // windows by start: a sweep over [at, to_ns)
+      std::vector<correlate::Window> ws;
+      for (const auto& [child, w] : fork_windows) ws.push_back(w);
+      std::sort(ws.begin(), ws.end(), [](const auto& a, const auto& b) { return a.from_ns < b.from_ns; });
+      for (const auto& w : ws) {
+        const uint64_t a = std::max(at, w.from_ns), b = std::min(to_ns, w.to_ns);
+        if (b > a) {
+          covered += b - a;
+          at = b;
+        }
+      }
+      return to_ns > from_ns ? static_cast<double>(covered) / static_cast<double>(to_ns - from_ns) : 0;
+    }
     bool in_fork_window(uint64_t ts_ns) const {
       return std::any_of(fork_windows.begin(), fork_windows.end(),
                          [ts_ns](const auto& kv) { return kv.second.holds(ts_ns); });

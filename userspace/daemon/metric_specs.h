@@ -183,6 +183,12 @@ inline constexpr auto kMetrics = [] {
                "entry to return, by thread (main: the event loop; bio_aof: Redis's AOF fsync thread; other) "
                "and phase (fork while a fork child of it lived, idle otherwise).",
        .buckets = kFsyncSeconds},
+      {.name = "thptrace_main_thread_seconds_total",
+       .type = MetricType::counter,
+       .owner = Owner::target,
+       .help = "Time of the watched process's main thread (Redis's event loop) by state (on_cpu: running; "
+               "runqueue: runnable, waiting for a CPU) and phase (fork while a fork child of it lived, idle "
+               "otherwise), from its scheduler clocks (/proc/PID/task/PID/schedstat) at each reading."},
       {.name = "thptrace_aof_write_seconds",
        .type = MetricType::histogram,
        .owner = Owner::target,

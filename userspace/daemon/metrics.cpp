@@ -317,6 +317,14 @@ void Metrics::add_cow_faults(const std::string& t, uint64_t parent, uint64_t chi
   counter<"thptrace_child_cow_faults_total">(of(t)).Increment(static_cast<double>(child));
 }
 
+void Metrics::add_main_thread(const std::string& t, bool during_fork, double on_cpu_ns, double runqueue_ns) {
+  const char* phase = during_fork ? "fork" : "idle";
+  counter<"thptrace_main_thread_seconds_total">(of(t, {{"state", "on_cpu"}, {"phase", phase}}))
+      .Increment(on_cpu_ns / 1e9);
+  counter<"thptrace_main_thread_seconds_total">(of(t, {{"state", "runqueue"}, {"phase", phase}}))
+      .Increment(runqueue_ns / 1e9);
+}
+
 void Metrics::add_reuse_faults(const std::string& t, uint64_t n) {
   counter<"thptrace_reuse_faults_total">(of(t)).Increment(static_cast<double>(n));
 }

@@ -99,6 +99,19 @@ std::optional<uint64_t> parse_statm_rss_kb(std::string_view text, uint64_t page_
   return pages * page_size / 1024;
 }
 
+std::optional<SchedStat> parse_schedstat(std::string_view text) {
+  SchedStat s;
+  for (uint64_t* field : {&s.on_cpu_ns, &s.runqueue_ns}) {
+    const size_t end = text.find_first_of(" \n");
+    if (end == 0 || end == std::string_view::npos) return std::nullopt;
+    // Digits only, to the separator: the kernel writes nothing else there.
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + end, *field);
+    if (ec != std::errc() || ptr != text.data() + end) return std::nullopt;
+    text.remove_prefix(end + 1);
+  }
+  return s;
+}
+
 std::map<std::string, uint64_t> parse_vmstat(std::string_view text) {
   std::map<std::string, uint64_t> out;
   while (!text.empty()) {
@@ -184,6 +197,11 @@ std::optional<uint64_t> read_statm_rss_kb(pid_t pid) {
   static const uint64_t page_size = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   const auto text = read_file("/proc/" + std::to_string(pid) + "/statm", 256);
   return text ? parse_statm_rss_kb(*text, page_size) : std::nullopt;
+}
+
+std::optional<SchedStat> read_schedstat(pid_t pid, pid_t tid) {
+  const auto text = read_file("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/schedstat", 256);
+  return text ? parse_schedstat(*text) : std::nullopt;
 }
 
 std::map<std::string, uint64_t> read_vmstat() {

@@ -45,6 +45,12 @@ std::optional<SmapsRollup> parse_smaps_rollup(std::string_view text);
 // /proc/PID/statm's resident field ("size resident shared ..." in pages), in kB: VmRSS, read from the
 // mm's counters without walking its page tables as smaps_rollup does.
 std::optional<uint64_t> parse_statm_rss_kb(std::string_view text, uint64_t page_size);
+// A thread's scheduler clocks, /proc/PID/task/TID/schedstat ("on-CPU-ns run-queue-ns timeslices"):
+// the time it ran, and the time it was runnable but waited for a CPU, since it started.
+struct SchedStat {
+  uint64_t on_cpu_ns = 0, runqueue_ns = 0;
+};
+std::optional<SchedStat> parse_schedstat(std::string_view text);
 // All "name value" lines of /proc/vmstat; malformed lines are skipped.
 std::map<std::string, uint64_t> parse_vmstat(std::string_view text);
 // "always [madvise] never" -> "madvise"; "" when no bracketed word is present.
@@ -70,6 +76,8 @@ bool process_exists(pid_t pid);
 std::optional<ProcessStatus> read_status(pid_t pid);
 std::optional<SmapsRollup> read_smaps_rollup(pid_t pid);
 std::optional<uint64_t> read_statm_rss_kb(pid_t pid);
+// The scheduler clocks of thread `tid` of process `pid` (its main thread: tid == pid).
+std::optional<SchedStat> read_schedstat(pid_t pid, pid_t tid);
 std::map<std::string, uint64_t> read_vmstat();
 SystemInfo read_system_info();
 // The target of /proc/PID/exe, or "" when it cannot be read.

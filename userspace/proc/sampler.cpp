@@ -65,6 +65,7 @@ Sample take_sample(pid_t pid, const SystemCounters& system, bool walk) {
     s.target_alive = true;
     s.thp_enabled = st->thp_enabled;
     s.rss_kb = st->vm_rss_kb;
+    s.main_thread = read_schedstat(pid, pid);
   }
   if (const auto r = walk ? read_smaps_rollup(pid) : std::nullopt) {
     if (!s.rss_kb) s.rss_kb = r->rss_kb;
@@ -85,6 +86,7 @@ Sample refresh_sample(pid_t pid, const SystemCounters& system, Sample last) {
   const auto rss = read_statm_rss_kb(pid);
   last.target_alive = rss.has_value();
   if (rss) last.rss_kb = *rss;
+  last.main_thread = rss ? read_schedstat(pid, pid) : std::nullopt;
   return last;
 }
 

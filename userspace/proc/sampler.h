@@ -31,6 +31,8 @@ struct Sample {
   std::optional<uint64_t> cgroup_usage_bytes;
   std::optional<uint64_t> cgroup_limit_bytes;  // nullopt: no cgroup, or no limit
   std::optional<uint64_t> mem_available_bytes;
+  // The target's main thread's scheduler clocks (proc.h SchedStat); unset where they cannot be read.
+  std::optional<SchedStat> main_thread;
 };
 
 // A sample series; pure data so it can be built by hand in tests.

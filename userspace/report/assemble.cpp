@@ -58,6 +58,36 @@ void fsync_of_forks(const CaptureInputs& in, std::vector<correlate::ForkEpisode>
   }
 }
 
+// The main thread's time over `window`, from the samples around it; nullopt when the capture's
+// samples do not surround it (the last sample ends a window the capture's end closed).
+std::optional<correlate::ThreadTime> main_thread_time(const proc::SampleSeries& samples,
+                                                      const correlate::Window& window, uint64_t end_ns) {
+  const proc::Sample* a = samples.at_or_before(window.from_ns);
+  const proc::Sample* b = samples.at_or_after(window.to_ns);
+  if (!a || !b || !a->main_thread || !b->main_thread || a->ts_ns > window.from_ns || b->ts_ns <= a->ts_ns ||
+      (b->ts_ns < window.to_ns && window.to_ns != end_ns) || b->main_thread->on_cpu_ns < a->main_thread->on_cpu_ns ||
+      b->main_thread->runqueue_ns < a->main_thread->runqueue_ns)
+    return std::nullopt;
+  correlate::ThreadTime t;
+  t.span_ms = static_cast<double>(b->ts_ns - a->ts_ns) / 1e6;
+  t.on_cpu_ms = static_cast<double>(b->main_thread->on_cpu_ns - a->main_thread->on_cpu_ns) / 1e6;
+  t.runqueue_ms = static_cast<double>(b->main_thread->runqueue_ns - a->main_thread->runqueue_ns) / 1e6;
+  // The clocks advance at the scheduler's ticks and switches, not at the samples' reads: a little
+  // over the span is rounding.
+  t.off_cpu_ms = std::max(0.0, t.span_ms - t.on_cpu_ms - t.runqueue_ms);
+  return t;
+}
+
+// Each fork's main thread over its window and the window before.
+void main_thread_of_forks(const CaptureInputs& in, std::vector<correlate::ForkEpisode>& forks) {
+  for (auto& f : forks) {
+    const correlate::Window window = f.window(in.end_ns);
+    f.main_thread_during = main_thread_time(in.samples, window, in.end_ns);
+    if (const auto before = window.before(in.start_ns))
+      f.main_thread_before = main_thread_time(in.samples, *before, in.end_ns);
+  }
+}
+
 }  // namespace
 
 Report assemble(const CaptureInputs& in) {
@@ -124,6 +154,7 @@ Report assemble(const CaptureInputs& in) {
     if (const proc::Sample* at_fork = in.samples.at_or_before(f.fork_ts_ns); at_fork && at_fork->target_alive)
       f.rss_kb_at_fork = at_fork->rss_kb;
   if (in.sample_every) attribute_forks(in, r.forks);
+  main_thread_of_forks(in, r.forks);
   if (in.probes.disk.mode != tracer::Mode::unavailable) fsync_of_forks(in, r.forks);
   if (in.latency_probe_hz) {
     client_latency_of_forks(in, r.forks);

@@ -243,7 +243,10 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
   j["target"] = target_json(in.target);
   j["dropped"] = in.dropped;
   j["samples"] = ordered_json::array();
-  for (const auto& s : in.samples.samples())
+  for (const auto& s : in.samples.samples()) {
+    const ordered_json main_thread = s.main_thread ? ordered_json{{"on_cpu_ns", s.main_thread->on_cpu_ns},
+                                                                  {"runqueue_ns", s.main_thread->runqueue_ns}}
+                                                   : ordered_json(nullptr);
     j["samples"].push_back({{"ts_ns", s.ts_ns},
                             {"target_alive", s.target_alive},
                             {"rss_kb", s.rss_kb},
@@ -252,7 +255,9 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
                             {"thp_vmstat", s.thp_vmstat},
                             {"cgroup_usage_bytes", optional_json(s.cgroup_usage_bytes)},
                             {"cgroup_limit_bytes", optional_json(s.cgroup_limit_bytes)},
-                            {"mem_available_bytes", optional_json(s.mem_available_bytes)}});
+                            {"mem_available_bytes", optional_json(s.mem_available_bytes)},
+                            {"main_thread", main_thread}});
+  }
   j["redis_address"] = optional_json(in.redis_address);
   j["timeline"] = ordered_json::array();
   for (const auto& s : in.timeline) j["timeline"].push_back(snapshot_json(s));
@@ -356,6 +361,8 @@ CaptureInputs inputs_from_json(const json& j) {
     x.cgroup_usage_bytes = optional_from<uint64_t>(s, "cgroup_usage_bytes");
     x.cgroup_limit_bytes = optional_from<uint64_t>(s, "cgroup_limit_bytes");
     x.mem_available_bytes = optional_from<uint64_t>(s, "mem_available_bytes");
+    if (const auto m = s.find("main_thread"); m != s.end() && m->is_object())
+      x.main_thread = proc::SchedStat{m->at("on_cpu_ns").get<uint64_t>(), m->at("runqueue_ns").get<uint64_t>()};
     in.samples.add(std::move(x));
   }
   in.redis_address = optional_from<std::string>(j, "redis_address");

@@ -244,6 +244,20 @@ ForkField client_latency(const char* key) {
           [](const correlate::ForkEpisode&, const ForkContext& c) { return c.client_probe; }, true};
 }
 
+ordered_json thread_time_json(const std::optional<correlate::ThreadTime>& t) {
+  if (!t) return nullptr;
+  return {{"span_ms", t->span_ms},
+          {"on_cpu_ms", t->on_cpu_ms},
+          {"runqueue_ms", t->runqueue_ms},
+          {"off_cpu_ms", t->off_cpu_ms}};
+}
+
+std::optional<correlate::ThreadTime> thread_time_from(const json& v) {
+  if (v.is_null()) return std::nullopt;
+  return correlate::ThreadTime{v.at("span_ms").get<double>(), v.at("on_cpu_ms").get<double>(),
+                               v.at("runqueue_ms").get<double>(), v.at("off_cpu_ms").get<double>()};
+}
+
 // In the order the report writes them.
 const std::vector<ForkField>& fork_fields() {
   using E = correlate::ForkEpisode;
@@ -309,6 +323,16 @@ const std::vector<ForkField>& fork_fields() {
        },
        [](const E& e, const ForkContext&) { return e.fsync_during.has_value(); }, true},
       fsync<&E::fsync_before>("fsync_before"),
+      {"main_thread",
+       [](const E& e, const ForkContext&) {
+         return ordered_json{{"during", thread_time_json(e.main_thread_during)},
+                             {"before", thread_time_json(e.main_thread_before)}};
+       },
+       [](const json& v, const ForkContext&, E& e) {
+         e.main_thread_during = thread_time_from(v.at("during"));
+         e.main_thread_before = thread_time_from(v.at("before"));
+       },
+       nullptr, true},
       {"copies", [](const E& e, const ForkContext&) { return copies_json(*e.copies); },
        [](const json& v, const ForkContext&, E& e) { e.copies = copies_from(v); },
        [](const E& e, const ForkContext&) { return e.copies.has_value(); }, true},

@@ -63,6 +63,16 @@ std::string stall_line(const correlate::ForkEpisode& e, const std::optional<doub
 // A fork's row, continued: what the latency probe's requests felt during it and before it.
 // The fork's fsyncs by thread kind, during against before: "fsync main 812 × p99 3.1 ms (before 790
 // × 0.4 ms), bio_aof ...".
+std::string main_thread_line(const correlate::ThreadTime& d, const std::optional<correlate::ThreadTime>& b) {
+  std::string out = fmt::format(
+      "           main thread: on a CPU {:.1f} ms, waiting for a CPU {:.1f} ms, off CPU {:.1f} ms of {:.1f} ms",
+      d.on_cpu_ms, d.runqueue_ms, d.off_cpu_ms, d.span_ms);
+  if (b)
+    out += fmt::format(" (before: {:.1f}, {:.1f}, {:.1f} of {:.1f} ms)", b->on_cpu_ms, b->runqueue_ms, b->off_cpu_ms,
+                       b->span_ms);
+  return out;
+}
+
 std::string fsync_line(const correlate::FsyncWindow& d, const std::optional<correlate::FsyncWindow>& b) {
   using K = std::optional<correlate::FsyncLatency> correlate::FsyncWindow::*;
   const std::array<std::pair<const char*, K>, 3> kinds = {{{"main", &correlate::FsyncWindow::main},
@@ -211,6 +221,7 @@ void fork_lines(const Report& r, const Line& line) {
                        e.cow_faults, e.child_cow_faults, e.thp_splits, lat(e.latency_during), lat(e.latency_before)));
       if (r.client_probe && e.client_latency_during)
         line(client_latency_line(*e.client_latency_during, e.client_latency_before, r.client_probe->client_timeout_us));
+      if (e.main_thread_during) line(main_thread_line(*e.main_thread_during, e.main_thread_before));
       if (e.fsync_during &&
           (e.fsync_during->count() || e.fsync_during->aof_write || (e.fsync_before && e.fsync_before->count())))
         line(fsync_line(*e.fsync_during, e.fsync_before));

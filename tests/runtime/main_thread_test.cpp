@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+// The main thread's time in a fork window against a known answer (cpu_share.c): a parent and its child
+// pinned to one CPU. A parent that spins while its child spins is runnable whenever the child runs, so
+// it waits in the run queue at least the child's CPU time (the child's own clock says how much); a
+// parent asleep in waitpid is off CPU. Whatever else the host runs only adds to the wait.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+
+using namespace thptrace::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int kChildMs = 800;
+
+struct Captured {
+  nlohmann::json report;
+  double child_cpu_ms = 0;
+};
+
+Captured capture_cpu_share(const std::string& mode, bool force_fallback) {
+  const std::string dir = make_temp_dir("thptrace-main-thread-");
+  const std::string json = dir + "/report.json";
+  Process work({CPU_SHARE_BIN, mode, std::to_string(kChildMs)});
+  Captured out;
+  EXPECT_TRUE(work.wait_stdout_line("ready", 20s)) << work.err();
+  std::vector<std::string> args = {thptrace_bin(), "--pid", std::to_string(work.pid()), "--duration", "60",
+                                   "--json",       json};
+  if (force_fallback) args.emplace_back("--force-fallback");
+  Process tracer(args);
+  EXPECT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
+  // A window before the fork as long as the child's life, with the parent asleep on its stdin.
+  std::this_thread::sleep_for(std::chrono::milliseconds(kChildMs + 300));
+  work.write_stdin("go\n");
+  const auto cpu = work.wait_stdout_line("child_cpu_ns ", 60s);
+  EXPECT_TRUE(cpu && work.wait_stdout_line("done", 10s)) << work.err();
+  if (cpu) out.child_cpu_ms = std::stod(cpu->substr(cpu->find(' ') + 1)) / 1e6;
+  std::this_thread::sleep_for(700ms);  // a sample after the child's exit
+  tracer.signal(SIGINT);
+  EXPECT_EQ(tracer.wait(30s), 0) << tracer.err();
+  work.write_stdin("bye\n");
+  EXPECT_EQ(work.wait(10s), 0);
+  out.report = read_json(json);
+  std::filesystem::remove_all(dir);
+  return out;
+}
+
+// The fork's main_thread figures, checked for what holds of any: the parts add up to the span, which
+// covers the child's life.
+nlohmann::json main_thread_during(const nlohmann::json& report) {
+  EXPECT_EQ(report.at("forks").size(), 1u) << report.at("forks").dump(1);
+  const auto& fork = report.at("forks").at(0);
+  const auto& t = fork.at("main_thread").at("during");
+  EXPECT_TRUE(t.is_object()) << fork.dump(1);
+  if (!t.is_object()) return nullptr;
+  std::cout << "main thread during " << t.dump() << " before " << fork.at("main_thread").at("before").dump()
+            << " child lived " << fork.at("child_lifetime_ms") << " ms" << std::endl;
+  const double span = t.at("span_ms").get<double>();
+  EXPECT_GE(span, fork.at("child_lifetime_ms").get<double>()) << t.dump();
+  EXPECT_NEAR(t.at("on_cpu_ms").get<double>() + t.at("runqueue_ms").get<double>() + t.at("off_cpu_ms").get<double>(),
+              span, span * 0.02)
+      << t.dump();
+  return t;
+}
+
+void expect_waits_for_the_child(bool force_fallback) {
+  const auto c = capture_cpu_share("spin", force_fallback);
+  ASSERT_TRUE(c.report.is_object());
+  const auto t = main_thread_during(c.report);
+  ASSERT_TRUE(t.is_object());
+  ASSERT_GT(c.child_cpu_ms, 0);
+  // Runnable whenever the child ran on their one CPU: the kernel's scheduler clocks advance at ticks
+  // and switches, hence the 5%.
+  EXPECT_GE(t.at("runqueue_ms").get<double>(), 0.95 * c.child_cpu_ms) << t.dump() << " child " << c.child_cpu_ms;
+  const nlohmann::json* finding = nullptr;
+  for (const auto& f : c.report.at("findings"))
+    if (f.at("id") == "cpu_wait_in_fork") finding = &f;
+  ASSERT_NE(finding, nullptr) << c.report.at("findings").dump(1);
+  EXPECT_EQ(finding->at("evidence").at("runqueue_ms"), t.at("runqueue_ms"));
+}
+
+}  // namespace
+
+TEST(MainThread, WaitsForTheCpuItsChildRanOn) {
+  REQUIRE_BPF();
+  expect_waits_for_the_child(false);
+}
+
+TEST(MainThread, WaitsForTheCpuItsChildRanOnForcedFallback) {
+  REQUIRE_BPF();
+  expect_waits_for_the_child(true);
+}
+
+// Asleep in waitpid while the child spins: off CPU for most of the window, and no finding (a sleeper
+// on a busy host waits a little at each wake-up: under the finding's 5% of the window).
+TEST(MainThread, AsleepWhileItsChildRanIsOffCpu) {
+  REQUIRE_BPF();
+  const auto c = capture_cpu_share("sleep", false);
+  ASSERT_TRUE(c.report.is_object());
+  const auto t = main_thread_during(c.report);
+  ASSERT_TRUE(t.is_object());
+  EXPECT_LT(t.at("runqueue_ms").get<double>(), 0.05 * t.at("span_ms").get<double>()) << t.dump();
+  EXPECT_GE(t.at("off_cpu_ms").get<double>(), 0.9 * kChildMs) << t.dump();
+  for (const auto& f : c.report.at("findings")) EXPECT_NE(f.at("id"), "cpu_wait_in_fork") << f.dump(1);
+}
