@@ -19,16 +19,11 @@ namespace {
 
 constexpr int kChildMs = 800;
 
-struct Captured {
-  nlohmann::json report;
-  double child_cpu_ms = 0;
-};
-
-Captured capture_cpu_share(const std::string& mode, bool force_fallback) {
+// The capture's report of one run of cpu_share; child_cpu_ms: the child's CPU time by its own clock.
+nlohmann::json capture_cpu_share(const std::string& mode, bool force_fallback, double* child_cpu_ms) {
   const std::string dir = make_temp_dir("thptrace-main-thread-");
   const std::string json = dir + "/report.json";
   Process work({CPU_SHARE_BIN, mode, std::to_string(kChildMs)});
-  Captured out;
   EXPECT_TRUE(work.wait_stdout_line("ready", 20s)) << work.err();
   std::vector<std::string> args = {thptrace_bin(), "--pid", std::to_string(work.pid()), "--duration", "60",
                                    "--json",       json};
@@ -40,15 +35,15 @@ Captured capture_cpu_share(const std::string& mode, bool force_fallback) {
   work.write_stdin("go\n");
   const auto cpu = work.wait_stdout_line("child_cpu_ns ", 60s);
   EXPECT_TRUE(cpu && work.wait_stdout_line("done", 10s)) << work.err();
-  if (cpu) out.child_cpu_ms = std::stod(cpu->substr(cpu->find(' ') + 1)) / 1e6;
+  if (cpu) *child_cpu_ms = std::stod(cpu->substr(cpu->find(' ') + 1)) / 1e6;
   std::this_thread::sleep_for(700ms);  // a sample after the child's exit
   tracer.signal(SIGINT);
   EXPECT_EQ(tracer.wait(30s), 0) << tracer.err();
   work.write_stdin("bye\n");
   EXPECT_EQ(work.wait(10s), 0);
-  out.report = read_json(json);
+  auto report = read_json(json);
   std::filesystem::remove_all(dir);
-  return out;
+  return report;
 }
 
 // The fork's main_thread figures, checked for what holds of any: the parts add up to the span, which
@@ -70,18 +65,19 @@ nlohmann::json main_thread_during(const nlohmann::json& report) {
 }
 
 void expect_waits_for_the_child(bool force_fallback) {
-  const auto c = capture_cpu_share("spin", force_fallback);
-  ASSERT_TRUE(c.report.is_object());
-  const auto t = main_thread_during(c.report);
+  double child_cpu_ms = 0;
+  const auto report = capture_cpu_share("spin", force_fallback, &child_cpu_ms);
+  ASSERT_TRUE(report.is_object());
+  const auto t = main_thread_during(report);
   ASSERT_TRUE(t.is_object());
-  ASSERT_GT(c.child_cpu_ms, 0);
+  ASSERT_GT(child_cpu_ms, 0);
   // Runnable whenever the child ran on their one CPU: the kernel's scheduler clocks advance at ticks
   // and switches, hence the 5%.
-  EXPECT_GE(t.at("runqueue_ms").get<double>(), 0.95 * c.child_cpu_ms) << t.dump() << " child " << c.child_cpu_ms;
+  EXPECT_GE(t.at("runqueue_ms").get<double>(), 0.95 * child_cpu_ms) << t.dump() << " child " << child_cpu_ms;
   const nlohmann::json* finding = nullptr;
-  for (const auto& f : c.report.at("findings"))
+  for (const auto& f : report.at("findings"))
     if (f.at("id") == "cpu_wait_in_fork") finding = &f;
-  ASSERT_NE(finding, nullptr) << c.report.at("findings").dump(1);
+  ASSERT_NE(finding, nullptr) << report.at("findings").dump(1);
   EXPECT_EQ(finding->at("evidence").at("runqueue_ms"), t.at("runqueue_ms"));
 }
 
@@ -101,11 +97,12 @@ TEST(MainThread, WaitsForTheCpuItsChildRanOnForcedFallback) {
 // on a busy host waits a little at each wake-up: under the finding's 5% of the window).
 TEST(MainThread, AsleepWhileItsChildRanIsOffCpu) {
   REQUIRE_BPF();
-  const auto c = capture_cpu_share("sleep", false);
-  ASSERT_TRUE(c.report.is_object());
-  const auto t = main_thread_during(c.report);
+  double child_cpu_ms = 0;
+  const auto report = capture_cpu_share("sleep", false, &child_cpu_ms);
+  ASSERT_TRUE(report.is_object());
+  const auto t = main_thread_during(report);
   ASSERT_TRUE(t.is_object());
   EXPECT_LT(t.at("runqueue_ms").get<double>(), 0.05 * t.at("span_ms").get<double>()) << t.dump();
   EXPECT_GE(t.at("off_cpu_ms").get<double>(), 0.9 * kChildMs) << t.dump();
-  for (const auto& f : c.report.at("findings")) EXPECT_NE(f.at("id"), "cpu_wait_in_fork") << f.dump(1);
+  for (const auto& f : report.at("findings")) EXPECT_NE(f.at("id"), "cpu_wait_in_fork") << f.dump(1);
 }
