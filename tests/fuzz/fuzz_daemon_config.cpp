@@ -12,8 +12,22 @@
 #include "fuzz_check.h"
 #include "redis/client.h"
 
+namespace {
+
+// The file each input is written to, removed when the fuzzer exits.
+struct ConfigFile {
+  const std::string path = "/tmp/thptrace-fuzz-daemon-" + std::to_string(::getpid()) + ".conf";
+  ConfigFile() = default;
+  ConfigFile(const ConfigFile&) = delete;
+  ConfigFile& operator=(const ConfigFile&) = delete;
+  ~ConfigFile() { ::unlink(path.c_str()); }
+};
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/tmp/thptrace-fuzz-daemon-" + std::to_string(::getpid()) + ".conf";
+  static const ConfigFile file;
+  const std::string& path = file.path;
   {
     std::ofstream out(path, std::ios::trunc | std::ios::binary);
     out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));

@@ -171,7 +171,8 @@ TEST(Reliability, PasswordsFromFilesNeverShow) {
     EXPECT_EQ(c.out.find(secret), std::string::npos);
     EXPECT_EQ(c.err.find(secret), std::string::npos);
     // A wrong password is a clear sentence, not the password.
-    const std::string wrong = write_secret(make_temp_dir("thptrace-pw-"), "not-the-password-7Z");
+    std::filesystem::create_directory(dir + "/wrong");
+    const std::string wrong = write_secret(dir + "/wrong", "not-the-password-7Z");
     const auto bad = run_capture({"--pid", std::to_string(redis.pid()), "--redis", redis.address(),
                                   "--redis-password-file", wrong, "--duration", "1"});
     EXPECT_EQ(bad.code, 0) << bad.err;
