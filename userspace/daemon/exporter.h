@@ -111,7 +111,6 @@ class Exporter {
     std::optional<proc::SchedStat> main_thread{};  // the main thread's clocks at the last reading
     uint64_t main_thread_ns = 0;                   // and when it was taken
     size_t replicas = 0;
-    // Whether a fork child of the target lived at ts_ns (a fork window holds it).
     // The share of [from_ns, to_ns) that fork windows cover (overlapping windows counted once).
     double fork_share(uint64_t from_ns, uint64_t to_ns) const {
       uint64_t covered = 0, at = from_ns;  // windows by start: a sweep over [at, to_ns)
@@ -127,6 +126,7 @@ class Exporter {
       }
       return to_ns > from_ns ? static_cast<double>(covered) / static_cast<double>(to_ns - from_ns) : 0;
     }
+    // Whether a fork child of the target lived at ts_ns (a fork window holds it).
     bool in_fork_window(uint64_t ts_ns) const {
       return std::any_of(fork_windows.begin(), fork_windows.end(),
                          [ts_ns](const auto& kv) { return kv.second.holds(ts_ns); });

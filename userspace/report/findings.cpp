@@ -410,7 +410,6 @@ void disk_findings(const Report& r, std::vector<Draft>& f) {
                main ? std::optional<double>(worst->during.max_us / 1e3) : std::nullopt, std::move(evidence)});
 }
 
-// Redis's server-side latency in the fork windows against the windows before.
 // A main thread that waited this long for a CPU in a fork's window, this share of the window at least,
 // and this many times its share of the window before, was held back by the CPU (the fork's child, or
 // other work of the host). A thread that sleeps and wakes waits a little at each wake-up on a busy
@@ -421,7 +420,8 @@ constexpr double kCpuWaitRise = 2.0;
 
 // The fork whose window held the main thread longest in the run queue, when that wait rose against
 // the window before: on a small host the child serialising the dataset competes with the event loop
-// for a CPU, and clients wait for both.
+// for a CPU, and clients wait for both. No impact: like the copies' stall, the wait is the event
+// loop's, spread over the window, not one client's.
 void cpu_wait_findings(const Report& r, std::vector<Draft>& f) {
   const correlate::ForkEpisode* worst = nullptr;
   for (const auto& e : r.forks)
@@ -441,7 +441,7 @@ void cpu_wait_findings(const Report& r, std::vector<Draft>& f) {
                            d.span_ms, b ? fmt::format("{:.0f}%", share_before * 100) : std::string("nothing measured")),
                "cpu_wait_in_fork",
                Severity::warning,
-               d.runqueue_ms,
+               std::nullopt,
                {{"child_pid", worst->child_pid},
                 {"runqueue_ms", d.runqueue_ms},
                 {"on_cpu_ms", d.on_cpu_ms},
@@ -450,6 +450,7 @@ void cpu_wait_findings(const Report& r, std::vector<Draft>& f) {
                 {"span_ms_before", b ? ordered_json(b->span_ms) : ordered_json(nullptr)}}});
 }
 
+// Redis's server-side latency in the fork windows against the windows before.
 void latency_findings(const Report& r, std::vector<Draft>& f) {
   // What the clients felt (the latency probe): the fork whose window held the slowest request.
   const correlate::ForkEpisode* felt = nullptr;
