@@ -43,9 +43,9 @@ struct LatencyWindow {
 };
 
 // A thread's time over a window, from its scheduler clocks (proc::SchedStat) at the /proc samples
-// around the window: span_ms is the time between those two samples (the window widened to them, by
-// up to a sampling interval at each end), split into on a CPU, runnable but waiting for one (the run
-// queue), and the rest, asleep or blocked (off_cpu_ms). The three add up to span_ms.
+// nearest the window's ends (report/assemble.cpp main_thread_time): span_ms is the time between those
+// two samples, split into on a CPU, runnable but waiting for one (the run queue), and the rest, asleep
+// or blocked (off_cpu_ms). The three add up to span_ms.
 struct ThreadTime {
   double span_ms = 0, on_cpu_ms = 0, runqueue_ms = 0, off_cpu_ms = 0;
 };

@@ -58,14 +58,34 @@ void fsync_of_forks(const CaptureInputs& in, std::vector<correlate::ForkEpisode>
   }
 }
 
-// The main thread's time over `window`, from the samples around it; nullopt when the capture's
-// samples do not surround it (the last sample ends a window the capture's end closed).
+// The sample nearest to ts: the last before it or the first after it. The sampler takes one as soon
+// as a fork or a child's exit is reported, a few ms after it, where the one before can be an idle
+// interval (a second) away.
+const proc::Sample* nearest_sample(const proc::SampleSeries& samples, uint64_t ts_ns) {
+  const proc::Sample* before = samples.at_or_before(ts_ns);
+  const proc::Sample* after = samples.at_or_after(ts_ns);
+  if (!before || !after) return before ? before : after;
+  const auto distance = [ts_ns](const proc::Sample* s) {
+    return s->ts_ns > ts_ns ? s->ts_ns - ts_ns : ts_ns - s->ts_ns;
+  };
+  return distance(after) < distance(before) ? after : before;
+}
+
+// The main thread's time over `window`, from the samples nearest its ends; nullopt when there are
+// none, or when one is further from its end than a tenth of the window (5 ms at least): its ms would
+// be another span's. widen_start takes the last sample at or before the start instead, however far:
+// the window before a fork, whose start no event marks, read at the idle interval.
 std::optional<correlate::ThreadTime> main_thread_time(const proc::SampleSeries& samples,
-                                                      const correlate::Window& window, uint64_t end_ns) {
-  const proc::Sample* a = samples.at_or_before(window.from_ns);
-  const proc::Sample* b = samples.at_or_after(window.to_ns);
-  if (!a || !b || !a->main_thread || !b->main_thread || a->ts_ns > window.from_ns || b->ts_ns <= a->ts_ns ||
-      (b->ts_ns < window.to_ns && window.to_ns != end_ns) || b->main_thread->on_cpu_ns < a->main_thread->on_cpu_ns ||
+                                                      const correlate::Window& window, bool widen_start) {
+  const proc::Sample* a = widen_start ? samples.at_or_before(window.from_ns) : nearest_sample(samples, window.from_ns);
+  const proc::Sample* b = nearest_sample(samples, window.to_ns);
+  const uint64_t slack = std::max<uint64_t>((window.to_ns - window.from_ns) / 10, 5'000'000);
+  const auto near = [slack](const proc::Sample* s, uint64_t ts) {
+    return (s->ts_ns > ts ? s->ts_ns - ts : ts - s->ts_ns) <= slack;
+  };
+  if (!a || !b || !a->main_thread || !b->main_thread || b->ts_ns <= a->ts_ns ||
+      (widen_start ? a->ts_ns > window.from_ns : !near(a, window.from_ns)) || !near(b, window.to_ns) ||
+      b->main_thread->on_cpu_ns < a->main_thread->on_cpu_ns ||
       b->main_thread->runqueue_ns < a->main_thread->runqueue_ns)
     return std::nullopt;
   correlate::ThreadTime t;
@@ -82,9 +102,9 @@ std::optional<correlate::ThreadTime> main_thread_time(const proc::SampleSeries& 
 void main_thread_of_forks(const CaptureInputs& in, std::vector<correlate::ForkEpisode>& forks) {
   for (auto& f : forks) {
     const correlate::Window window = f.window(in.end_ns);
-    f.main_thread_during = main_thread_time(in.samples, window, in.end_ns);
+    f.main_thread_during = main_thread_time(in.samples, window, false);
     if (const auto before = window.before(in.start_ns))
-      f.main_thread_before = main_thread_time(in.samples, *before, in.end_ns);
+      f.main_thread_before = main_thread_time(in.samples, *before, true);
   }
 }
 
