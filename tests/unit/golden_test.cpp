@@ -109,9 +109,7 @@ std::string replay_daemon(const std::string& name) {
         if (s.contains("cgroup_usage_bytes")) r.sample.cgroup_usage_bytes = s["cgroup_usage_bytes"].get<uint64_t>();
         if (s.contains("cgroup_limit_bytes")) r.sample.cgroup_limit_bytes = s["cgroup_limit_bytes"].get<uint64_t>();
         if (s.contains("mem_available_bytes")) r.sample.mem_available_bytes = s["mem_available_bytes"].get<uint64_t>();
-        if (s.contains("main_thread"))
-          r.sample.main_thread = proc::SchedStat{s["main_thread"]["on_cpu_ns"].get<uint64_t>(),
-                                                 s["main_thread"]["runqueue_ns"].get<uint64_t>()};
+        if (s.contains("main_thread")) r.sample.main_thread = report::sched_stat_from(s["main_thread"]);
         h.targets.push_back(std::move(r));
       }
       h.dropped = step["dropped"].get<uint64_t>();

@@ -138,9 +138,7 @@ void Exporter::on_readings(const Readings& h) {
       if (s.cgroup_usage_bytes) ts["sample"]["cgroup_usage_bytes"] = *s.cgroup_usage_bytes;
       if (s.cgroup_limit_bytes) ts["sample"]["cgroup_limit_bytes"] = *s.cgroup_limit_bytes;
       if (s.mem_available_bytes) ts["sample"]["mem_available_bytes"] = *s.mem_available_bytes;
-      if (s.main_thread)
-        ts["sample"]["main_thread"] = {{"on_cpu_ns", s.main_thread->on_cpu_ns},
-                                       {"runqueue_ns", s.main_thread->runqueue_ns}};
+      if (s.main_thread) ts["sample"]["main_thread"] = report::sched_stat_json(s.main_thread);
       step["targets"].push_back(std::move(ts));
     }
     step["dropped"] = h.dropped;

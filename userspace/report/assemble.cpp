@@ -61,14 +61,13 @@ void fsync_of_forks(const CaptureInputs& in, std::vector<correlate::ForkEpisode>
 // The sample nearest to ts: the last before it or the first after it. The sampler takes one as soon
 // as a fork or a child's exit is reported, a few ms after it, where the one before can be an idle
 // interval (a second) away.
+uint64_t apart_ns(uint64_t a, uint64_t b) { return a > b ? a - b : b - a; }
+
 const proc::Sample* nearest_sample(const proc::SampleSeries& samples, uint64_t ts_ns) {
   const proc::Sample* before = samples.at_or_before(ts_ns);
   const proc::Sample* after = samples.at_or_after(ts_ns);
   if (!before || !after) return before ? before : after;
-  const auto distance = [ts_ns](const proc::Sample* s) {
-    return s->ts_ns > ts_ns ? s->ts_ns - ts_ns : ts_ns - s->ts_ns;
-  };
-  return distance(after) < distance(before) ? after : before;
+  return apart_ns(after->ts_ns, ts_ns) < apart_ns(before->ts_ns, ts_ns) ? after : before;
 }
 
 // The main thread's time over `window`, from the samples nearest its ends; nullopt when there are
@@ -80,9 +79,7 @@ std::optional<correlate::ThreadTime> main_thread_time(const proc::SampleSeries& 
   const proc::Sample* a = widen_start ? samples.at_or_before(window.from_ns) : nearest_sample(samples, window.from_ns);
   const proc::Sample* b = nearest_sample(samples, window.to_ns);
   const uint64_t slack = std::max<uint64_t>((window.to_ns - window.from_ns) / 10, 5'000'000);
-  const auto near = [slack](const proc::Sample* s, uint64_t ts) {
-    return (s->ts_ns > ts ? s->ts_ns - ts : ts - s->ts_ns) <= slack;
-  };
+  const auto near = [slack](const proc::Sample* s, uint64_t ts) { return apart_ns(s->ts_ns, ts) <= slack; };
   if (!a || !b || !a->main_thread || !b->main_thread || b->ts_ns <= a->ts_ns ||
       (widen_start ? a->ts_ns > window.from_ns : !near(a, window.from_ns)) || !near(b, window.to_ns) ||
       b->main_thread->on_cpu_ns < a->main_thread->on_cpu_ns ||

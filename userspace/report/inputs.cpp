@@ -212,6 +212,16 @@ redis::Snapshot snapshot_from(const json& j) {
 
 ordered_json probe_sample_json(const redis::ProbeSample& s) { return {s.due_ns, s.latency_ns, s.failed ? 1 : 0}; }
 
+ordered_json sched_stat_json(const std::optional<proc::SchedStat>& s) {
+  if (!s) return nullptr;
+  return {{"on_cpu_ns", s->on_cpu_ns}, {"runqueue_ns", s->runqueue_ns}};
+}
+
+std::optional<proc::SchedStat> sched_stat_from(const json& j) {
+  if (!j.is_object()) return std::nullopt;
+  return proc::SchedStat{j.at("on_cpu_ns").get<uint64_t>(), j.at("runqueue_ns").get<uint64_t>()};
+}
+
 redis::ProbeSample probe_sample_from(const json& j) {
   const auto row = j.get<std::array<uint64_t, 3>>();
   return {row[0], row[1], row[2] != 0};
@@ -244,9 +254,6 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
   j["dropped"] = in.dropped;
   j["samples"] = ordered_json::array();
   for (const auto& s : in.samples.samples()) {
-    const ordered_json main_thread = s.main_thread ? ordered_json{{"on_cpu_ns", s.main_thread->on_cpu_ns},
-                                                                  {"runqueue_ns", s.main_thread->runqueue_ns}}
-                                                   : ordered_json(nullptr);
     j["samples"].push_back({{"ts_ns", s.ts_ns},
                             {"target_alive", s.target_alive},
                             {"rss_kb", s.rss_kb},
@@ -256,7 +263,7 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
                             {"cgroup_usage_bytes", optional_json(s.cgroup_usage_bytes)},
                             {"cgroup_limit_bytes", optional_json(s.cgroup_limit_bytes)},
                             {"mem_available_bytes", optional_json(s.mem_available_bytes)},
-                            {"main_thread", main_thread}});
+                            {"main_thread", sched_stat_json(s.main_thread)}});
   }
   j["redis_address"] = optional_json(in.redis_address);
   j["timeline"] = ordered_json::array();
@@ -361,8 +368,7 @@ CaptureInputs inputs_from_json(const json& j) {
     x.cgroup_usage_bytes = optional_from<uint64_t>(s, "cgroup_usage_bytes");
     x.cgroup_limit_bytes = optional_from<uint64_t>(s, "cgroup_limit_bytes");
     x.mem_available_bytes = optional_from<uint64_t>(s, "mem_available_bytes");
-    if (const auto m = s.find("main_thread"); m != s.end() && m->is_object())
-      x.main_thread = proc::SchedStat{m->at("on_cpu_ns").get<uint64_t>(), m->at("runqueue_ns").get<uint64_t>()};
+    if (const auto m = s.find("main_thread"); m != s.end()) x.main_thread = sched_stat_from(*m);
     in.samples.add(std::move(x));
   }
   in.redis_address = optional_from<std::string>(j, "redis_address");

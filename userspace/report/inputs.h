@@ -97,6 +97,9 @@ redis::Snapshot snapshot_from(const nlohmann::json& j);
 // A latency-probe request as a row [due_ns, latency_ns, failed 0|1]: a long series.
 nlohmann::ordered_json probe_sample_json(const redis::ProbeSample& s);
 redis::ProbeSample probe_sample_from(const nlohmann::json& j);
+// A sample's main-thread clocks: {on_cpu_ns, runqueue_ns}, or null.
+nlohmann::ordered_json sched_stat_json(const std::optional<proc::SchedStat>& s);
+std::optional<proc::SchedStat> sched_stat_from(const nlohmann::json& j);
 nlohmann::ordered_json choice_json(const tracer::FamilyChoice& c);
 tracer::FamilyChoice choice_from(const nlohmann::json& j);
 
