@@ -359,12 +359,10 @@ TEST(Cli, SigintEndsTheCaptureWithAReportAndNoLinks) {
 
 // The copies' stall is estimated from a copy's cost, measured before the capture by the thread's CPU
 // clock: the same known writer captured on a quiet host and beside two busy loops (as many as this
-// machine type has CPUs). The CPU clock leaves out the time the thread waited for a CPU, which the
-// wall clock counted (38,139 ns quiet and 65,946 ns beside two loops; 15,254 and 63,570, 4.17x, in
-// another run). What it cannot leave out is the copying thread running slower on a core it shares
-// (an SMT sibling, or the host time-slicing this VM's vCPUs): up to twice as slow when the other
-// runs flat out (1.27x and 1.93x in two runs here). Held within 2.5x: the issue's goal of 1.5x is
-// not met on this machine type (docs/development/measurements.md).
+// machine type has CPUs) must agree within 1.5x (issue 40). The wall clock also counted the time the
+// thread waited for a CPU (38,139 ns quiet and 65,946 ns beside two loops, 4.17x in another run);
+// the median over one mapping measured where that mapping's pages landed (two processes differed by
+// up to 1.4x, loaded or not); each round now writes a region of its own.
 TEST(CopyCost, TheSameQuietAndBesideTwoBusyLoops) {
   REQUIRE_BPF();
   const auto per_copy = [](const Capture& c) -> double {
@@ -383,6 +381,6 @@ TEST(CopyCost, TheSameQuietAndBesideTwoBusyLoops) {
   std::cout << "a copy's cost: " << quiet << " ns quiet, " << busy << " ns beside two busy loops\n";
   ASSERT_GT(quiet, 0);
   ASSERT_GT(busy, 0);
-  EXPECT_LT(busy / quiet, 2.5) << quiet << " ns quiet, " << busy << " ns busy";
-  EXPECT_GT(busy / quiet, 1 / 2.5) << quiet << " ns quiet, " << busy << " ns busy";
+  EXPECT_LT(busy / quiet, 1.5) << quiet << " ns quiet, " << busy << " ns busy";
+  EXPECT_GT(busy / quiet, 1 / 1.5) << quiet << " ns quiet, " << busy << " ns busy";
 }

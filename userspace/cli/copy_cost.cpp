@@ -63,28 +63,31 @@ double one_round(volatile char* region, size_t pages, std::string* why) {
 
 }  // namespace
 
+// A fresh region for each round: one mapping's copies cost the same from round to round, but two
+// mappings' differ by up to 1.4x here (where their pages and page tables landed), so a median over
+// rounds on one mapping measured the mapping more than the host.
 std::optional<double> measure_copy_ns(size_t pages, int rounds, std::string* why) {
   if (pages == 0 || rounds <= 0) {
     *why = "nothing to measure";
     return std::nullopt;
   }
-  void* p = ::mmap(nullptr, pages * kPageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    *why = errno_text("mmap");
-    return std::nullopt;
-  }
-  // A huge page would be split and copied 4 KiB at a time anyway (Linux 5.8+), but first faulted
-  // in whole: small pages measure what a copy costs and nothing else.
-  ::madvise(p, pages * kPageBytes, MADV_NOHUGEPAGE);
-  auto* region = static_cast<volatile char*>(p);
-  for (size_t i = 0; i < pages; ++i) region[i * kPageBytes] = 1;
   std::vector<double> runs;
   for (int r = 0; r < rounds; ++r) {
+    void* p = ::mmap(nullptr, pages * kPageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      *why = errno_text("mmap");
+      break;
+    }
+    // A huge page would be split and copied 4 KiB at a time anyway (Linux 5.8+), but first faulted
+    // in whole: small pages measure what a copy costs and nothing else.
+    ::madvise(p, pages * kPageBytes, MADV_NOHUGEPAGE);
+    auto* region = static_cast<volatile char*>(p);
+    for (size_t i = 0; i < pages; ++i) region[i * kPageBytes] = 1;
     const double ns = one_round(region, pages, why);
+    ::munmap(p, pages * kPageBytes);
     if (ns < 0) break;
     runs.push_back(ns);
   }
-  ::munmap(p, pages * kPageBytes);
   if (runs.empty()) return std::nullopt;
   std::sort(runs.begin(), runs.end());
   return runs[runs.size() / 2];

@@ -28,9 +28,10 @@ namespace thptrace::cli {
 
 namespace {
 
-// 16 MiB copied three times: a few tens of ms before the capture starts.
+// 16 MiB written and copied five times: tens of ms before the capture starts here, about a second
+// where faults are dearest (docs/development/measurements.md).
 constexpr size_t kCopyCostPages = 4096;
-constexpr int kCopyCostRounds = 3;
+constexpr int kCopyCostRounds = 5;
 
 int64_t realtime_ns() {
   timespec ts{};
