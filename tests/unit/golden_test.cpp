@@ -11,6 +11,7 @@
 
 #include "daemon/exporter.h"
 #include "daemon/metrics.h"
+#include "report/disk_windows.h"
 #include "report/inputs.h"
 #include "report/report.h"
 
@@ -145,6 +146,59 @@ TEST_P(GoldenCapture, InputsRoundTrip) {
 TEST_P(GoldenCapture, ReportJsonRoundTrip) {
   const auto j = json::parse(read_text(GetParam() + ".report.json"));
   EXPECT_EQ(json(report::to_json(report::from_json(j))), j);
+}
+
+// A recorded capture's events as today's capture takes them: its disk calls summarised as they come
+// (report::DiskWindows, each window settled as the events' clock passes it), no EV_DISK record kept.
+report::CaptureInputs summarised(const report::CaptureInputs& recorded, size_t capacity) {
+  report::CaptureInputs in = recorded;
+  in.events.clear();
+  report::DiskWindows disk(static_cast<uint32_t>(in.pid), in, capacity);
+  for (const auto& e : recorded.events) {
+    if (!disk.on_event(e)) in.events.push_back(e);
+    disk.settle(e.ts_ns);
+  }
+  disk.finish(in.final_episodes);
+  return in;
+}
+
+// Bounded memory, the same report: summarising the disk calls as they come changes no figure.
+TEST_P(GoldenCapture, DiskCallsSummarisedAsTheyComeGiveTheSameReport) {
+  const auto recorded = read_inputs(GetParam() + ".inputs.json");
+  const auto in = summarised(recorded, report::kDiskLogCalls);
+  EXPECT_EQ(in.disk_calls_dropped, 0u);
+  EXPECT_EQ(report::to_json(report::assemble(in)).dump(2), report::to_json(report::assemble(recorded)).dump(2));
+  // And through the recording's JSON.
+  EXPECT_EQ(report::to_json(report::assemble(report::inputs_from_json(json(report::inputs_to_json(in))))).dump(2),
+            report::to_json(report::assemble(recorded)).dump(2));
+}
+
+// A log too small for a window says nothing of it rather than a count short of the truth.
+TEST(GoldenCaptureDisk, AWindowWhoseCallsWereLetGoIsUnknown) {
+  const auto recorded = read_inputs("capture_fallback.inputs.json");
+  const auto full = report::assemble(recorded);
+  const auto r = report::assemble(summarised(recorded, 8));
+  ASSERT_EQ(r.forks.size(), full.forks.size());
+  size_t unknown = 0;
+  for (size_t i = 0; i < r.forks.size(); ++i) {
+    ASSERT_TRUE(full.forks[i].fsync_during.has_value());
+    const auto& f = r.forks[i].fsync_during;
+    if (!f) {
+      ++unknown;
+      continue;
+    }
+    // What it does say is the whole truth: no more than 8 calls fell in the window.
+    EXPECT_EQ(f->count() + (f->aof_write ? f->aof_write->count : 0),
+              full.forks[i].fsync_during->count() +
+                  (full.forks[i].fsync_during->aof_write ? full.forks[i].fsync_during->aof_write->count : 0));
+  }
+  EXPECT_GT(unknown, 0u);
+  // Said once, with how many windows.
+  EXPECT_GE(r.disk_windows_unknown, unknown);
+  const auto findings = report::to_json(r)["findings"];
+  EXPECT_EQ(
+      std::count_if(findings.begin(), findings.end(), [](const auto& x) { return x["id"] == "disk_windows_unknown"; }),
+      1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Recorded, GoldenCapture, ::testing::Values("capture_uprobe", "capture_fallback"));

@@ -22,6 +22,7 @@
 #include "proc/container.h"
 #include "proc/resolve.h"
 #include "redis/locate.h"
+#include "report/disk_windows.h"
 #include "thptrace/version.h"
 
 namespace thptrace::cli {
@@ -179,7 +180,9 @@ report::CaptureInputs CaptureSession::run() {
   correlate::Correlator pace(
       pid, {.kernel_splits = false, .redis_polled = false, .repl_diskless_sync = {}, .bounded_history = true});
   const auto busy = [&pace] { return !pace.open_children().empty(); };
+  report::DiskWindows disk(pid, inputs_);
   const auto on_event = [&](const thptrace_event& e) {
+    if (disk.on_event(e)) return;
     inputs_.events.push_back(e);
     pace.on_event(e);
     if (e.tgid != pid) return;
@@ -231,6 +234,7 @@ report::CaptureInputs CaptureSession::run() {
     read_counters();
     const int n = tracer_->poll(poll_ms(), on_event);
     pace.take_settled(proc::monotonic_ns());
+    disk.settle(proc::monotonic_ns());
     resolve_samples();
     if (n < 0 && n != -EINTR) {
       log::warn("ring buffer poll failed: {}", std::strerror(-n));
@@ -246,6 +250,7 @@ report::CaptureInputs CaptureSession::run() {
   inputs_.end_realtime_ns = realtime_ns();
 
   inputs_.final_episodes = tracer_->episodes_of(inputs_.pid);
+  disk.finish(inputs_.final_episodes);
   inputs_.target = tracer_->target(inputs_.pid).value_or(thptrace_target{});
   inputs_.dropped = tracer_->dropped();
   inputs_.samples = sampler_->stop();

@@ -37,14 +37,22 @@ void client_latency_of_forks(const CaptureInputs& in, std::vector<correlate::For
   }
 }
 
+// The disk calls that returned in a window: as the capture summarised them, or from the recorded
+// events of a capture from before it did; nullopt where the capture let go of calls it may have held.
+std::optional<correlate::FsyncWindow> fsync_in(const CaptureInputs& in, const correlate::Window& w) {
+  if (!in.disk_summarised) return correlate::fsync_window(in.events, static_cast<uint32_t>(in.pid), w);
+  for (const auto& d : in.disk_windows)
+    if (d.window.from_ns == w.from_ns && d.window.to_ns == w.to_ns) return d.calls;
+  return std::nullopt;
+}
+
 // Each fork's fsyncs (the disk family): those returned in its window and in the window before (when
 // the capture saw all of it). Redis syncs the AOF just before it forks a rewrite: that call returned
 // before the child existed, in the window before.
 void fsync_of_forks(const CaptureInputs& in, std::vector<correlate::ForkEpisode>& forks) {
-  const auto tgid = static_cast<uint32_t>(in.pid);
   for (auto& f : forks) {
     const correlate::Window window = f.window(in.end_ns);
-    f.fsync_during = correlate::fsync_window(in.events, tgid, window);
+    f.fsync_during = fsync_in(in, window);
     const redis::Snapshot *before = nullptr, *after = nullptr;
     for (const auto& s : in.timeline) {
       if (!s.up || s.aof_delayed_fsync < 0) continue;
@@ -53,8 +61,7 @@ void fsync_of_forks(const CaptureInputs& in, std::vector<correlate::ForkEpisode>
     }
     if (before && after && after->aof_delayed_fsync >= before->aof_delayed_fsync)
       f.aof_delayed_fsync = after->aof_delayed_fsync - before->aof_delayed_fsync;
-    if (const auto earlier = window.before(in.start_ns))
-      f.fsync_before = correlate::fsync_window(in.events, tgid, *earlier);
+    if (const auto earlier = window.before(in.start_ns)) f.fsync_before = fsync_in(in, *earlier);
   }
 }
 
@@ -180,6 +187,9 @@ Report assemble(const CaptureInputs& in) {
   }
   r.sample_every = in.sample_every;
   r.copy_samples_dropped = in.copy_samples_dropped;
+  r.disk_calls_dropped = in.disk_calls_dropped;
+  r.disk_windows_unknown = static_cast<uint64_t>(
+      std::count_if(in.disk_windows.begin(), in.disk_windows.end(), [](const auto& d) { return !d.calls; }));
   for (const auto& f : r.forks) {
     r.memory.copied_bytes += (f.cow_faults + f.child_cow_faults) * kPageBytes;
     if (f.child_lifetime_ms) r.memory.fork_window_s += *f.child_lifetime_ms / 1e3;

@@ -147,6 +147,16 @@ void copy_findings(const Report& r, std::vector<Draft>& f) {
                  Severity::warning,
                  std::nullopt,
                  {{"copy_samples_dropped", r.copy_samples_dropped}}});
+  if (r.disk_windows_unknown > 0)
+    f.push_back({Priority::cause,
+                 fmt::format("The capture let go of its {} oldest disk calls to keep its memory bounded: {} fork "
+                             "windows (or windows before them) began before the oldest it kept and have no fsync "
+                             "figures.",
+                             r.disk_calls_dropped, r.disk_windows_unknown),
+                 "disk_windows_unknown",
+                 Severity::warning,
+                 std::nullopt,
+                 {{"disk_calls_dropped", r.disk_calls_dropped}, {"disk_windows_unknown", r.disk_windows_unknown}}});
 }
 
 // A full-sync loop, drops by the output buffer limit, forks wasted on dropped replicas.

@@ -227,6 +227,35 @@ redis::ProbeSample probe_sample_from(const json& j) {
   return {row[0], row[1], row[2] != 0};
 }
 
+ordered_json fsync_json(const std::optional<correlate::FsyncWindow>& w) {
+  if (!w) return nullptr;
+  const auto kind = [](const std::optional<correlate::FsyncLatency>& k) -> ordered_json {
+    if (!k) return nullptr;
+    return {{"count", k->count}, {"p50_us", k->p50_us}, {"p99_us", k->p99_us}, {"max_us", k->max_us}};
+  };
+  ordered_json writes = nullptr;
+  if (w->aof_write)
+    writes = {{"count", w->aof_write->count},
+              {"blocked_ms", w->aof_write->blocked_ms},
+              {"p99_us", w->aof_write->p99_us},
+              {"max_us", w->aof_write->max_us}};
+  return {{"main", kind(w->main)}, {"bio_aof", kind(w->bio_aof)}, {"other", kind(w->other)}, {"aof_write", writes}};
+}
+
+std::optional<correlate::FsyncWindow> fsync_from(const nlohmann::json& v) {
+  if (v.is_null()) return std::nullopt;
+  const auto kind = [](const nlohmann::json& k) -> std::optional<correlate::FsyncLatency> {
+    if (k.is_null()) return std::nullopt;
+    return correlate::FsyncLatency{k.at("count").get<uint64_t>(), k.at("p50_us").get<double>(),
+                                   k.at("p99_us").get<double>(), k.at("max_us").get<double>()};
+  };
+  correlate::FsyncWindow w{kind(v.at("main")), kind(v.at("bio_aof")), kind(v.at("other")), std::nullopt};
+  if (const auto it = v.find("aof_write"); it != v.end() && !it->is_null())
+    w.aof_write = correlate::FileWrites{it->at("count").get<uint64_t>(), it->at("blocked_ms").get<double>(),
+                                        it->at("p99_us").get<double>(), it->at("max_us").get<double>()};
+  return w;
+}
+
 ordered_json inputs_to_json(const CaptureInputs& in) {
   ordered_json j;
   j["version"] = in.version;
@@ -248,6 +277,12 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
   j["end_ns"] = in.end_ns;
   j["events"] = ordered_json::array();
   for (const auto& e : in.events) j["events"].push_back(event_json(e));
+  if (in.disk_summarised) {
+    j["disk"] = {{"calls_dropped", in.disk_calls_dropped}, {"windows", ordered_json::array()}};
+    for (const auto& d : in.disk_windows)
+      j["disk"]["windows"].push_back(
+          {{"from_ns", d.window.from_ns}, {"to_ns", d.window.to_ns}, {"calls", fsync_json(d.calls)}});
+  }
   j["final_episodes"] = ordered_json::array();
   for (const auto& e : in.final_episodes) j["final_episodes"].push_back(episode_json(e));
   j["target"] = target_json(in.target);
@@ -354,6 +389,14 @@ CaptureInputs inputs_from_json(const json& j) {
   in.start_ns = j.at("start_ns").get<uint64_t>();
   in.end_ns = j.at("end_ns").get<uint64_t>();
   for (const auto& e : j.at("events")) in.events.push_back(event_from(e));
+  // Recorded before captures summarised their disk calls: the events hold them.
+  if (const auto d = j.find("disk"); d != j.end()) {
+    in.disk_summarised = true;
+    in.disk_calls_dropped = d->at("calls_dropped").get<uint64_t>();
+    for (const auto& w : d->at("windows"))
+      in.disk_windows.push_back(
+          {{w.at("from_ns").get<uint64_t>(), w.at("to_ns").get<uint64_t>()}, fsync_from(w.at("calls"))});
+  }
   for (const auto& e : j.at("final_episodes")) in.final_episodes.push_back(episode_from(e));
   in.target = target_from(j.at("target"));
   in.dropped = j.at("dropped").get<uint64_t>();

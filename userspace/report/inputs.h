@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "correlate/copies.h"
+#include "correlate/disk.h"
+#include "correlate/window.h"
 #include "kernel/abi.h"
 #include "kernel/modes.h"
 #include "proc/cgroup.h"
@@ -36,6 +38,13 @@ struct CounterSample {
 // How often a capture with --svg reads them.
 inline constexpr uint64_t kCounterIntervalNs = 10'000'000;
 
+// A window's disk calls as the capture summarised them (correlate::DiskLog): nullopt where the log
+// had let go of calls the window may have held.
+struct DiskSummary {
+  correlate::Window window;
+  std::optional<correlate::FsyncWindow> calls;
+};
+
 struct CaptureInputs {
   std::string version;
   proc::SystemInfo system;
@@ -54,6 +63,12 @@ struct CaptureInputs {
   int64_t start_realtime_ns = 0, end_realtime_ns = 0;
   std::string hostname, boot_id;
   std::vector<thptrace_event> events;            // ring-buffer records, in arrival order
+  // Set by captures that summarise their disk calls as they come (correlate::DiskLog): `events`
+  // holds no EV_DISK record, `disk_windows` each fork's window and the one before it. Unset in
+  // recordings from before, whose events hold the calls.
+  bool disk_summarised = false;
+  std::vector<DiskSummary> disk_windows;
+  uint64_t disk_calls_dropped = 0;               // let go of by the log, oldest first
   std::vector<thptrace_episode> final_episodes;  // still in the kernel map at the end
   thptrace_target target{};                      // the target's kernel counters at the end
   uint64_t dropped = 0;                          // ring-buffer records lost
@@ -100,6 +115,9 @@ redis::ProbeSample probe_sample_from(const nlohmann::json& j);
 // A sample's main-thread clocks: {on_cpu_ns, runqueue_ns}, or null.
 nlohmann::ordered_json sched_stat_json(const std::optional<proc::SchedStat>& s);
 std::optional<proc::SchedStat> sched_stat_from(const nlohmann::json& j);
+// A window's disk calls, as the report's forks[].fsync_during writes them; null for nullopt.
+nlohmann::ordered_json fsync_json(const std::optional<correlate::FsyncWindow>& w);
+std::optional<correlate::FsyncWindow> fsync_from(const nlohmann::json& v);
 nlohmann::ordered_json choice_json(const tracer::FamilyChoice& c);
 tracer::FamilyChoice choice_from(const nlohmann::json& j);
 

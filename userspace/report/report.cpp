@@ -117,35 +117,6 @@ std::optional<redis::ClientLatency> client_latency_from(const json& v) {
                               v.at("max_us").get<double>(),    v.at("over_timeout").get<uint64_t>()};
 }
 
-ordered_json fsync_json(const std::optional<correlate::FsyncWindow>& w) {
-  if (!w) return nullptr;
-  const auto kind = [](const std::optional<correlate::FsyncLatency>& k) -> ordered_json {
-    if (!k) return nullptr;
-    return {{"count", k->count}, {"p50_us", k->p50_us}, {"p99_us", k->p99_us}, {"max_us", k->max_us}};
-  };
-  ordered_json writes = nullptr;
-  if (w->aof_write)
-    writes = {{"count", w->aof_write->count},
-              {"blocked_ms", w->aof_write->blocked_ms},
-              {"p99_us", w->aof_write->p99_us},
-              {"max_us", w->aof_write->max_us}};
-  return {{"main", kind(w->main)}, {"bio_aof", kind(w->bio_aof)}, {"other", kind(w->other)}, {"aof_write", writes}};
-}
-
-std::optional<correlate::FsyncWindow> fsync_from(const json& v) {
-  if (v.is_null()) return std::nullopt;
-  const auto kind = [](const json& k) -> std::optional<correlate::FsyncLatency> {
-    if (k.is_null()) return std::nullopt;
-    return correlate::FsyncLatency{k.at("count").get<uint64_t>(), k.at("p50_us").get<double>(),
-                                   k.at("p99_us").get<double>(), k.at("max_us").get<double>()};
-  };
-  correlate::FsyncWindow w{kind(v.at("main")), kind(v.at("bio_aof")), kind(v.at("other")), std::nullopt};
-  if (const auto it = v.find("aof_write"); it != v.end() && !it->is_null())
-    w.aof_write = correlate::FileWrites{it->at("count").get<uint64_t>(), it->at("blocked_ms").get<double>(),
-                                        it->at("p99_us").get<double>(), it->at("max_us").get<double>()};
-  return w;
-}
-
 std::optional<correlate::LatencyWindow> latency_from(const json& v) {
   if (v.is_null()) return std::nullopt;
   return correlate::LatencyWindow{v.at("calls").get<uint64_t>(), v.at("p50_us").get<double>(),
@@ -489,6 +460,8 @@ ordered_json to_json(const Report& r) {
     j["capture"]["sample_copies"] = r.sample_every;
     j["capture"]["copy_samples_dropped"] = r.copy_samples_dropped;
   }
+  if (r.disk_calls_dropped) j["capture"]["disk_calls_dropped"] = r.disk_calls_dropped;
+  if (r.disk_windows_unknown) j["capture"]["disk_windows_unknown"] = r.disk_windows_unknown;
   if (r.client_probe)
     j["client_latency"] = {{"probe_hz", r.client_probe->hz},
                            {"client_timeout_us", r.client_probe->client_timeout_us},
@@ -673,6 +646,8 @@ Report from_json(const nlohmann::json& j) {
   if (j.at("capture").contains("copy_cost_ns")) r.copy_cost_ns = j.at("capture").at("copy_cost_ns").get<double>();
   r.sample_every = j.at("capture").value("sample_copies", 0U);
   r.copy_samples_dropped = j.at("capture").value("copy_samples_dropped", uint64_t{0});
+  r.disk_calls_dropped = j.at("capture").value("disk_calls_dropped", uint64_t{0});
+  r.disk_windows_unknown = j.at("capture").value("disk_windows_unknown", uint64_t{0});
   const ForkContext context{r.start_monotonic_ns, r.client_probe.has_value()};
   for (const auto& f : j.at("forks")) r.forks.push_back(fork_from(f, context, static_cast<uint32_t>(r.pid)));
   const auto& t = j.at("totals");

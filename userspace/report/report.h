@@ -102,7 +102,7 @@ inline constexpr double kHeadroomWarnShare = 0.20;
 
 // The shape of the JSON report, MAJOR.MINOR: MINOR grows when keys are added, MAJOR with any other
 // change (a key renamed, removed or given another meaning). docs/guide/report.md has the policy.
-inline constexpr const char* kReportVersion = "2.0";
+inline constexpr const char* kReportVersion = "2.1";
 
 struct Report {
   std::string version;
@@ -142,6 +142,9 @@ struct Report {
   // Copy sampling (--sample-copies): 1 in sample_every, 0 when off; samples the kernel dropped.
   uint32_t sample_every = 0;
   uint64_t copy_samples_dropped = 0;
+  // Disk calls the capture's bounded log let go of (report/disk_windows.h), and the fork windows (or
+  // windows before them) left without figures because of it.
+  uint64_t disk_calls_dropped = 0, disk_windows_unknown = 0;
   // A copy's cost measured on this host before the capture, where the forks' copy stalls are
   // estimated from it (the tracepoint modes).
   std::optional<double> copy_cost_ns;
