@@ -182,9 +182,44 @@ int free_port() {
   return port;
 }
 
+namespace {
+
+// Removes the directories make_temp_dir made during a test when the test ends, failed or not: a
+// failed ASSERT returns before the test's own clean-up.
+class TempDirReaper : public ::testing::EmptyTestEventListener {
+ public:
+  static TempDirReaper& installed() {
+    static TempDirReaper* reaper = [] {
+      auto* r = new TempDirReaper;  // owned by gtest's listener list
+      ::testing::UnitTest::GetInstance()->listeners().Append(r);
+      return r;
+    }();
+    return *reaper;
+  }
+  void add(const std::string& dir) {
+    std::lock_guard lock(mu_);
+    dirs_.push_back(dir);
+  }
+  void OnTestEnd(const ::testing::TestInfo&) override {
+    std::lock_guard lock(mu_);
+    for (const auto& d : dirs_) {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    }
+    dirs_.clear();
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> dirs_;
+};
+
+}  // namespace
+
 std::string make_temp_dir(const std::string& prefix) {
   std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "XXXXXX")).string();
   if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp");
+  if (::testing::UnitTest::GetInstance()->current_test_info()) TempDirReaper::installed().add(tmpl);
   return tmpl;
 }
 

@@ -128,6 +128,7 @@ std::optional<ServerBuild> fetched_server(const std::string& name, std::string* 
 // NOLINTEND(bugprone-macro-parentheses)
 
 int free_port();
+// A new directory in the temporary directory; made in a test, it is removed when the test ends.
 std::string make_temp_dir(const std::string& prefix);
 
 // Names of loaded BPF programs (bpftool prog show), and those of them that are thptrace's.
