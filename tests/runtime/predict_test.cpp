@@ -18,6 +18,7 @@
 #include <functional>
 #include <iostream>
 #include <iterator>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -26,6 +27,7 @@
 #include "forecast/forecast.h"
 #include "forecast/report.h"
 #include "harness.h"
+#include "proc/cpu.h"
 #include "proc/soft_dirty.h"
 
 using namespace std::chrono_literals;
@@ -166,6 +168,34 @@ TEST(Predict, MainThreadCpuOfABusyAndAnIdleProcess) {
       EXPECT_EQ(text.find("near saturation"), std::string::npos) << text;
     }
   }
+}
+
+// As many busy loops as the host has CPUs: the fork's child would be one more CPU-bound thread, and
+// predict says it will share a CPU and stretches the child's life's range (the other half, a child
+// with a CPU of its own, cannot be asserted on a host whose load is not ours: a unit test has it).
+TEST(Predict, AChildThatWillShareACpuIsSaidToLiveLonger) {
+  Process idle({DIRTY_PAGES_BIN, "100", "1", "0"});
+  ASSERT_TRUE(idle.wait_stderr_line("ready", 10s)) << idle.err();
+  std::vector<std::unique_ptr<Process>> loops;
+  for (unsigned i = 0; i < thptrace::proc::online_cpus(); ++i)
+    loops.push_back(std::make_unique<Process>(std::vector<std::string>{"/bin/sh", "-c", "while :; do :; done"}));
+  const std::string dir = make_temp_dir("thptrace-predict-");
+  Process predict({thptrace_bin(), "predict", "--pid", std::to_string(idle.pid()), "--seconds", "2", "--no-rehearsal",
+                   "--json", dir + "/p.json"});
+  ASSERT_EQ(predict.wait(60s), 0) << predict.err();
+  loops.clear();
+  const auto j = read_prediction(dir + "/p.json");
+  const auto& cpu = j.at("cpu");
+  ASSERT_TRUE(cpu.is_object()) << j.dump();
+  // Every loop runs or waits to, all the time.
+  EXPECT_GE(cpu.at("runnable").get<double>(), cpu.at("cpus").get<double>() - 0.5) << cpu.dump();
+  EXPECT_LT(cpu.at("child_share").get<double>(), forecast::kChildCompetes) << cpu.dump();
+  if (std::filesystem::exists("/proc/pressure/cpu")) {
+    EXPECT_GT(cpu.at("pressure_some").get<double>(), 0) << cpu.dump();
+  }
+  const auto& life = j.at("predicted").at("child_lifetime_s");
+  EXPECT_NE(life.at("basis").get<std::string>().find("as long"), std::string::npos) << life.dump();
+  EXPECT_NE(predict.out().find("of a CPU and may live up to"), std::string::npos) << predict.out();
 }
 
 namespace {

@@ -212,3 +212,46 @@ TEST(Forecast, ReportKeysAndText) {
   const auto idle = forecast::to_text(r);
   EXPECT_NE(idle.find("main thread: 30% of a CPU while measured\n"), std::string::npos) << idle;
 }
+
+// A child that will share a CPU lives longer, and the parent copies over that longer life: the high
+// ends stretch by the inverse of the child's share; a child with a CPU of its own changes nothing.
+TEST(Forecast, AChildThatWillShareACpuStretchesTheRangesHighEnds) {
+  auto in = redis_of_512_mib();
+  in.last_rdb_cow_bytes = 40 * kMiB;
+  in.last_rdb_seconds = 4;
+  const auto alone = forecast::predict(in, correlate::Reason::bgsave);
+  EXPECT_FALSE(alone.child_cpu_share);
+
+  in.cpu_load = forecast::Inputs::CpuLoad{0.5, 2, 0.01};  // room for the child
+  const auto roomy = forecast::predict(in, correlate::Reason::bgsave);
+  ASSERT_TRUE(roomy.child_cpu_share);
+  EXPECT_DOUBLE_EQ(*roomy.child_cpu_share, 1.0);
+  EXPECT_DOUBLE_EQ(roomy.child_lifetime_s.high, alone.child_lifetime_s.high);
+  EXPECT_DOUBLE_EQ(roomy.copied_bytes->high, alone.copied_bytes->high);
+
+  in.cpu_load = forecast::Inputs::CpuLoad{3, 2, 0.5};  // the child is the fourth thread on 2 CPUs
+  const auto busy = forecast::predict(in, correlate::Reason::bgsave);
+  ASSERT_TRUE(busy.child_cpu_share);
+  EXPECT_DOUBLE_EQ(*busy.child_cpu_share, 0.5);
+  EXPECT_DOUBLE_EQ(busy.child_lifetime_s.value, alone.child_lifetime_s.value);
+  EXPECT_DOUBLE_EQ(busy.child_lifetime_s.low, alone.child_lifetime_s.low);
+  EXPECT_DOUBLE_EQ(busy.child_lifetime_s.high, 2 * alone.child_lifetime_s.high);
+  EXPECT_DOUBLE_EQ(busy.copied_bytes->value, alone.copied_bytes->value);
+  EXPECT_DOUBLE_EQ(busy.copied_bytes->high, 2 * alone.copied_bytes->high);
+  EXPECT_NE(busy.child_lifetime_s.basis.find("50% of one"), std::string::npos) << busy.child_lifetime_s.basis;
+
+  // Never more copies than the process has anonymous memory.
+  in.cpu_load = forecast::Inputs::CpuLoad{39, 2, 0.9};
+  EXPECT_DOUBLE_EQ(forecast::predict(in, correlate::Reason::bgsave).copied_bytes->high,
+                   static_cast<double>(in.anon_bytes));
+
+  forecast::PredictReport r;
+  r.inputs = in;
+  r.inputs.cpu_load = forecast::Inputs::CpuLoad{3, 2, 0.5};
+  r.prediction = busy;
+  EXPECT_NE(forecast::to_text(r).find("about 50% of a CPU and may live up to 2.0x as long"), std::string::npos)
+      << forecast::to_text(r);
+  const auto j = forecast::to_json(r);
+  EXPECT_EQ(j["cpu"]["child_share"], 0.5);
+  EXPECT_EQ(j["cpu"]["cpus"], 2);
+}

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
+#include "proc/cpu.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
 
@@ -140,4 +141,21 @@ TEST(SampleCadence, FullSamplesWhileAForkLastsAfterACollapseAndEveryIdleInterval
   // Another process.
   c.reset();
   EXPECT_TRUE(c.full_due(t0 + 17s, false, 1));
+}
+
+TEST(ProcCpu, ProcsRunningAndPressure) {
+  EXPECT_EQ(parse_procs_running("cpu  1 2 3\nintr 5\nprocs_running 3\nprocs_blocked 0\n"), 3u);
+  EXPECT_FALSE(parse_procs_running("cpu  1 2 3\nprocs_blocked 0\n"));
+  EXPECT_FALSE(parse_procs_running("procs_running x\n"));
+  EXPECT_FALSE(parse_procs_running("procs_running -1\n"));
+  EXPECT_EQ(parse_cpu_pressure_some_us("some avg10=0.09 avg60=3.40 avg300=22.17 total=5263626296\n"
+                                       "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"),
+            5263626296u);
+  EXPECT_FALSE(parse_cpu_pressure_some_us("full avg10=0.00 total=7\n"));
+  EXPECT_FALSE(parse_cpu_pressure_some_us("some avg10=0.09\n"));
+  EXPECT_FALSE(
+      parse_cpu_pressure_some_us(std::string_view("some total=\0"
+                                                  "12",
+                                                  14)));
+  EXPECT_GE(online_cpus(), 1u);
 }

@@ -28,6 +28,7 @@
 #include "common/text.h"
 #include "forecast/report.h"
 #include "proc/cgroup.h"
+#include "proc/cpu.h"
 #include "proc/foreign_file.h"
 #include "proc/proc.h"
 #include "proc/resolve.h"
@@ -281,6 +282,18 @@ int predict_main(int argc, char** argv) {
   const auto info_start = info_of(client.get());
   const double start_s = monotonic_s();
   const auto cpu_start = proc::thread_cpu_seconds(pid, pid);
+  const auto pressure_start = proc::read_cpu_pressure_some_us();
+  // The host's runnable threads, read at every step of the measurement.
+  double runnable_sum = 0;
+  unsigned runnable_reads = 0;
+  const auto read_runnable = [&] {
+    // The read itself runs: it is not a thread the child would share a CPU with.
+    if (const auto n = proc::read_procs_running()) {
+      runnable_sum += *n > 0 ? *n - 1 : 0;
+      ++runnable_reads;
+    }
+  };
+  read_runnable();
   std::string diskless;
   if (info_start) diskless = read_server(*client, *info_start, redis_setup->address.str(), r);
   correlate::Reason reason = correlate::Reason::bgsave;
@@ -306,6 +319,7 @@ int predict_main(int argc, char** argv) {
   for (double next = cleared_s + step;; next += step) {
     while (monotonic_s() < next && !stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (stop_requested()) break;
+    read_runnable();
     if (counter) {
       const auto pages = counter->count(&why);
       if (!pages) throw FatalError(kExitRuntime, "predict: the rehearsal stopped: " + why + ".");
@@ -332,6 +346,13 @@ int predict_main(int argc, char** argv) {
       in.repl_bytes_per_s = *input;
       in.repl_rate_basis = "total_net_input_bytes (no replication stream yet; reads included)";
     }
+  }
+  if (runnable_reads > 0) {
+    in.cpu_load = forecast::Inputs::CpuLoad{runnable_sum / runnable_reads, proc::online_cpus(), std::nullopt};
+    const auto pressure_end = proc::read_cpu_pressure_some_us();
+    if (pressure_start && pressure_end && *pressure_end >= *pressure_start && r.measured_s > 0)
+      in.cpu_load->pressure_some =
+          std::min(1.0, static_cast<double>(*pressure_end - *pressure_start) / 1e6 / r.measured_s);
   }
   if (counter) rh.held_mappings = counter->held();
   in.dirty_curve = rh.curve;

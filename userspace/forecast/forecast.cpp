@@ -136,11 +136,30 @@ double dirty_pages_at(const std::vector<std::pair<double, uint64_t>>& curve, dou
   return std::min(at, static_cast<double>(max_pages));
 }
 
+namespace {
+
+// A child that will share a CPU lives longer: the high end of its life's range stretched by the
+// inverse of its share.
+void widen_for_cpu(const Inputs& in, Prediction& p) {
+  if (!in.cpu_load) return;
+  const auto& c = *in.cpu_load;
+  const double share = std::min(1.0, static_cast<double>(c.cpus) / (std::max(0.0, c.runnable) + 1));
+  p.child_cpu_share = share;
+  if (share >= kChildCompetes) return;
+  auto& l = p.child_lifetime_s;
+  l.high /= share;
+  l.basis += fmt::format("; up to {:.1f}x as long: {:.1f} threads runnable on {} CPUs leave the child {:.0f}% of one",
+                         1 / share, c.runnable, c.cpus, share * 100);
+}
+
+}  // namespace
+
 Prediction predict(const Inputs& in, correlate::Reason reason) {
   Prediction p;
   p.reason = reason;
   p.fork_freeze_ms = freeze_of(in);
   p.child_lifetime_s = lifetime_of(in);
+  widen_for_cpu(in, p);
   const auto max_pages = static_cast<uint64_t>(static_cast<double>(in.anon_bytes) / kPageBytes);
   if (!in.dirty_curve.empty()) {
     const auto& l = p.child_lifetime_s;
@@ -151,12 +170,16 @@ Prediction predict(const Inputs& in, correlate::Reason reason) {
                fmt::format("pages written over {:.1f} s of rehearsal, read at the child's lifetime, "
                            "and {:.0f} KiB the child copies by its own writes",
                            in.dirty_curve.back().first, kChildOwnBytes / 1024)};
-  } else if (in.traced) {
-    const auto b = static_cast<double>(in.traced->copied_bytes);
-    p.copied_bytes = Figure{b, b * 0.75, b * 1.25, Method::history, "the pages the last traced fork copied"};
-  } else if (in.last_rdb_cow_bytes) {
-    const auto b = static_cast<double>(*in.last_rdb_cow_bytes);
-    p.copied_bytes = Figure{b, b * 0.75, b * 1.25, Method::history, "rdb_last_cow_size of the last save"};
+  } else if (in.traced || in.last_rdb_cow_bytes) {
+    const auto b = static_cast<double>(in.traced ? in.traced->copied_bytes : *in.last_rdb_cow_bytes);
+    p.copied_bytes = Figure{b, b * 0.75, b * 1.25, Method::history,
+                            in.traced ? "the pages the last traced fork copied" : "rdb_last_cow_size of the last save"};
+    // The parent writes on over a longer life: its copies grow with it, up to all it has.
+    if (p.child_cpu_share && *p.child_cpu_share < kChildCompetes) {
+      auto& c = *p.copied_bytes;
+      c.high = std::max(c.high, std::min(c.high / *p.child_cpu_share, static_cast<double>(in.anon_bytes)));
+      c.basis += fmt::format("; up to {:.1f}x as many over the child's longer life", c.high / (b * 1.25));
+    }
   } else {
     p.copied_unknown_why = in.server_answered ? "no soft-dirty rehearsal, and Redis has not saved since it started"
                                               : "no soft-dirty rehearsal, and no Redis (--redis) to tell its last save";

@@ -68,6 +68,15 @@ struct Inputs {
   // The soft-dirty rehearsal: pages written since the clear, at seconds after it (in time order).
   std::vector<std::pair<double, uint64_t>> dirty_curve;
   unsigned replicas = 1;
+  // The host's CPUs over the measurement: the threads running or waiting for a CPU (procs_running,
+  // thptrace's own read left out) averaged over its samples, the CPUs online, and the share of the
+  // time some thread waited for one (PSI cpu "some", where the kernel has it). Unset: not measured.
+  struct CpuLoad {
+    double runnable = 0;
+    unsigned cpus = 1;
+    std::optional<double> pressure_some;
+  };
+  std::optional<CpuLoad> cpu_load;
 };
 
 enum class Verdict { fits, tight, will_exceed };
@@ -84,9 +93,17 @@ struct LimitCheck {
   Verdict verdict = Verdict::fits;
 };
 
+// Below this share of a CPU the child is said to compete for one.
+inline constexpr double kChildCompetes = 0.95;
+
 struct Prediction {
   correlate::Reason reason = correlate::Reason::bgsave;
   Figure fork_freeze_ms, child_lifetime_s;
+  // The share of one CPU the fork's child (one more CPU-bound thread) can expect with the host's load
+  // as measured: cpus / (runnable + 1), at most 1. Below kChildCompetes, its life, and the parent's
+  // copies over it, may stretch by its inverse: the high ends of their ranges say so (a figure from
+  // the last save was made under that save's load, which no one recorded). Unset: not measured.
+  std::optional<double> child_cpu_share;
   std::optional<Figure> copied_bytes;               // nullopt: neither rehearsed nor in the history
   std::string copied_unknown_why;                   // when copied_bytes is nullopt
   std::optional<Figure> replica_buffer_peak_bytes;  // full syncs only, per replica

@@ -45,6 +45,17 @@ std::string to_text(const PredictReport& r) {
                  "copies predicted are an upper bound\n"
                : "\n";
   }
+  if (const auto& c = r.inputs.cpu_load; c && r.prediction.child_cpu_share) {
+    const double share = *r.prediction.child_cpu_share;
+    out += fmt::format("cpus: {:.1f} threads runnable on {} CPUs while measured", c->runnable, c->cpus);
+    if (c->pressure_some) out += fmt::format(" (some waited for one {:.0f}% of the time)", *c->pressure_some * 100);
+    out += share < kChildCompetes
+               ? fmt::format(
+                     "; the fork's child will have about {:.0f}% of a CPU and may live up to {:.1f}x as "
+                     "long as with one of its own: the ranges' high ends say so\n",
+                     share * 100, 1 / share)
+               : "; the fork's child will have a CPU of its own\n";
+  }
   if (r.redis) {
     const auto& x = *r.redis;
     out += fmt::format(
@@ -109,6 +120,13 @@ ordered_json to_json(const PredictReport& r) {
   j["target"] = {{"pid", r.pid}, {"comm", text::valid_utf8(r.comm)}, {"main_thread_cpu", or_null(r.main_thread_cpu)}};
   j["measured_s"] = r.measured_s;
   const auto& in = r.inputs;
+  if (in.cpu_load)
+    j["cpu"] = {{"runnable", in.cpu_load->runnable},
+                {"cpus", in.cpu_load->cpus},
+                {"pressure_some", or_null(in.cpu_load->pressure_some)},
+                {"child_share", or_null(r.prediction.child_cpu_share)}};
+  else
+    j["cpu"] = nullptr;
   j["memory"] = {{"rss_bytes", in.rss_bytes},
                  {"anon_bytes", in.anon_bytes},
                  {"page_table_bytes", in.page_table_bytes},
