@@ -48,11 +48,13 @@ std::vector<std::string> capture_args(pid_t pid, int seconds, const std::string&
 
 // by_read: the parent fills the pages with read() from /dev/zero, so every copy is made by the kernel.
 // threads > 1: that many threads of the parent share the writes.
-Capture capture_workload(bool thp, bool force_fallback, bool by_read = false, int threads = 1) {
+// advice = false: the region gets no madvise at all (the host's folio sizes decide its pages).
+Capture capture_workload(bool thp, bool force_fallback, bool by_read = false, int threads = 1, bool advice = true) {
   Capture c;
   const std::string dir = make_temp_dir("thptrace-cow-");
   const std::string json = dir + "/report.json";
-  std::vector<std::string> args = {workload_bin(), std::to_string(kPages), std::to_string(kChildMs), thp ? "thp" : "4k"};
+  std::vector<std::string> args = {workload_bin(), std::to_string(kPages), std::to_string(kChildMs),
+                                   advice ? (thp ? "thp" : "4k") : "noadvice"};
   if (by_read) args.push_back("read");
   if (threads > 1) args.push_back("threads=" + std::to_string(threads));
   Process work(args);
@@ -274,6 +276,47 @@ void expect_burst_counted(bool force_fallback) {
   EXPECT_EQ(report["totals"]["dropped_events"], 0);
   std::cout << "burst: " << *line << ", counted " << counted << "\n";
   EXPECT_EQ(leftover_thptrace_programs(), std::vector<std::string>{});
+}
+
+// Multi-size THP (Linux 6.8+): 64 KiB folios `always`, a region with no advice. The kernel's own
+// per-size counter says the region was in 64 KiB folios; a write after fork still copies 4 KiB, so
+// the copies are the known answer; and the report does not say the process has no huge pages
+// because AnonHugePages (PMD-sized pages only) reads 0.
+void expect_64k_folios(bool force_fallback) {
+  const std::string dir = std::string(thptrace::proc::kThpDir) + "/hugepages-64kB";
+  if (!std::filesystem::exists(dir + "/enabled")) GTEST_SKIP() << "this kernel has no 64 KiB anonymous folios (6.8+)";
+  const std::string stat = dir + "/stats/anon_fault_alloc";
+  const auto faults = [&] { return std::stoull(thptrace::proc::read_file(stat).value_or("0")); };
+  ThpModeGuard folios("always", dir + "/enabled");
+  const uint64_t before = faults();
+  const auto c = capture_workload(false, force_fallback, false, 1, false);
+  const uint64_t folios_made = faults() - before;
+  // kPages / 16 folios, some of them fallen back to 4 KiB where a 64 KiB one was not to be had.
+  EXPECT_GE(folios_made, kPages / 16 / 2) << "the region was not in 64 KiB folios";
+  expect_known_answer(c, false, force_fallback);
+  EXPECT_EQ(c.report["system"]["folio_modes"]["64"], "always") << c.report["system"].dump();
+  bool said = false;
+  for (const auto& f : c.report["findings"]) {
+    EXPECT_NE(f["id"], "thp_madvise_unused") << f.dump();
+    EXPECT_NE(f["id"], "thp_never") << f.dump();
+    if (f["id"] == "thp_small_folios") {
+      said = true;
+      EXPECT_NE(f["text"].get<std::string>().find("64 KiB (always)"), std::string::npos) << f.dump();
+    }
+  }
+  EXPECT_TRUE(said || c.report["target"]["anon_huge_pages_kb"]["max"].get<uint64_t>() > 0)
+      << c.report["findings"].dump();
+  EXPECT_NE(c.out.find("anonymous folio sizes:"), std::string::npos) << c.out;
+}
+
+TEST(Cow, KnownPagesIn64KiBFolios) {
+  REQUIRE_BPF();
+  expect_64k_folios(false);
+}
+
+TEST(Cow, KnownPagesIn64KiBFoliosForcedFallback) {
+  REQUIRE_BPF();
+  expect_64k_folios(true);
 }
 
 TEST(Cow, ConcurrentBurstCountsEveryFault) {

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /* A workload whose answer is known: maps N pages, populates them, waits for "go" on stdin, forks a
- * child that sleeps CHILD_MS (and longer, until the parent's writes are done) and exits without writing, and while the child lives writes one byte
- * to each of the N pages in the parent: exactly N copy-on-write faults on present pages (plus the
- * handful of stack and libc pages the parent touches after fork).
+ * child that sleeps CHILD_MS (and longer, until the parent's writes are done) and exits without writing, and while the
+ * child lives writes one byte to each of the N pages in the parent: exactly N copy-on-write faults on present pages
+ * (plus the handful of stack and libc pages the parent touches after fork).
  *
- * usage: dirty_after_fork PAGES CHILD_MS [thp|4k] [timing] [read] [threads=T] [linger=MS]
+ * usage: dirty_after_fork PAGES CHILD_MS [thp|4k|noadvice] [timing] [read] [threads=T] [linger=MS]
  * With "thp" the region is 2 MiB aligned and madvise(MADV_HUGEPAGE)d. With "read" the parent does
  * not write the pages itself: it read()s one page from /dev/zero into each, so the kernel takes each
  * copy-on-write fault in kernel mode (copy_to_user), as when Redis reads a query into a buffer it
@@ -62,10 +62,11 @@ int main(int argc, char **argv)
 	}
 	pages = strtoul(argv[1], NULL, 10);
 	long child_ms = strtol(argv[2], NULL, 10);
-	int thp = 0, timing = 0, by_read = 0;
-	for (int i = 3; i < argc; i++) {
+        int thp = 0, timing = 0, by_read = 0, advice = 1;
+        for (int i = 3; i < argc; i++) {
 		thp |= strcmp(argv[i], "thp") == 0;
-		timing |= strcmp(argv[i], "timing") == 0;
+                advice &= strcmp(argv[i], "noadvice") != 0;
+                timing |= strcmp(argv[i], "timing") == 0;
 		by_read |= strcmp(argv[i], "read") == 0;
 		if (strncmp(argv[i], "threads=", 8) == 0)
 			threads = strtol(argv[i] + 8, NULL, 10);
@@ -85,12 +86,13 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	buf = (char *)(((uintptr_t)raw + HUGE - 1) & ~(HUGE - 1));
-	/* The 4 KiB variant opts out so that THP `always` (the kernel-matrix guest) cannot change it. */
-	if (madvise(buf, len, thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0) {
-		perror("madvise");
-		return 1;
-	}
-	for (size_t i = 0; i < len; i += PAGE)
+        /* The 4 KiB variant opts out so that THP `always` (the kernel-matrix guest) cannot change it;
+         * "noadvice" leaves the region to the host's modes (each folio size's, Linux 6.8+). */
+        if (advice && madvise(buf, len, thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0) {
+          perror("madvise");
+          return 1;
+        }
+        for (size_t i = 0; i < len; i += PAGE)
 		buf[i] = 1;
 	int zero = by_read ? open("/dev/zero", O_RDONLY | O_CLOEXEC) : -1;
 	if (by_read && zero < 0) {

@@ -438,15 +438,17 @@ std::optional<double> metric_value_with(const std::string& scrape, const std::st
 
 namespace {
 std::mutex g_thp_mu;
-std::string g_thp_saved;  // non-empty while a guard holds a changed mode
+// (file, the mode it had) for each guard alive, in the order they were made.
+std::vector<std::pair<std::string, std::string>> g_thp_saved;
 
-void write_thp(const std::string& mode) {
-  std::ofstream out(proc::kThpEnabledPath);
+void write_thp(const std::string& path, const std::string& mode) {
+  std::ofstream out(path);
   out << mode;
 }
 
 void restore_thp_at_exit() {
-  if (!g_thp_saved.empty()) write_thp(g_thp_saved);
+  for (auto it = g_thp_saved.rbegin(); it != g_thp_saved.rend(); ++it) write_thp(it->first, it->second);
+  g_thp_saved.clear();
 }
 
 void restore_thp_on_signal(int sig) {
@@ -458,23 +460,24 @@ void restore_thp_on_signal(int sig) {
 
 bool ThpModeGuard::writable() { return ::access(proc::kThpEnabledPath, W_OK) == 0; }
 
-ThpModeGuard::ThpModeGuard(const std::string& mode) {
+ThpModeGuard::ThpModeGuard(const std::string& mode, std::string path) : path_(std::move(path)) {
   std::lock_guard lock(g_thp_mu);
-  saved_ = proc::parse_bracketed_mode(proc::read_file(proc::kThpEnabledPath).value_or(""));
+  saved_ = proc::parse_bracketed_mode(proc::read_file(path_).value_or(""));
   static bool hooked = false;
   if (!hooked) {
     std::atexit(restore_thp_at_exit);
     for (int sig : {SIGINT, SIGTERM, SIGABRT, SIGSEGV}) ::signal(sig, restore_thp_on_signal);
     hooked = true;
   }
-  g_thp_saved = saved_;
-  write_thp(mode);
+  g_thp_saved.emplace_back(path_, saved_);
+  write_thp(path_, mode);
 }
 
 ThpModeGuard::~ThpModeGuard() {
   std::lock_guard lock(g_thp_mu);
-  write_thp(saved_);
-  g_thp_saved.clear();
+  write_thp(path_, saved_);
+  const auto it = std::find(g_thp_saved.rbegin(), g_thp_saved.rend(), std::pair{path_, saved_});
+  if (it != g_thp_saved.rend()) g_thp_saved.erase(std::next(it).base());
 }
 
 MemoryCgroup::MemoryCgroup() {

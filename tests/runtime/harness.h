@@ -5,7 +5,9 @@
 // a capture left no BPF program of ours behind.
 
 #include <gtest/gtest.h>
+
 #include <sys/types.h>
+#include "proc/proc.h"
 
 #include <algorithm>
 #include <atomic>
@@ -147,16 +149,19 @@ std::optional<double> metric_value(const std::string& scrape, const std::string&
 std::optional<double> metric_value_with(const std::string& scrape, const std::string& name,
                                         const std::map<std::string, std::string>& labels);
 
-// Sets /sys/kernel/mm/transparent_hugepage/enabled for the scope and restores it after, also when
-// the test fails (destructor) or the process is interrupted (atexit and signal handler).
+// Sets /sys/kernel/mm/transparent_hugepage/enabled (or another THP mode file: a folio size's
+// hugepages-<N>kB/enabled) for the scope and restores it after, also when the test fails
+// (destructor) or the process is interrupted (atexit and signal handler).
 class ThpModeGuard {
  public:
-  explicit ThpModeGuard(const std::string& mode);
+  explicit ThpModeGuard(const std::string& mode, std::string path = proc::kThpEnabledPath);
   ~ThpModeGuard();
+  ThpModeGuard(const ThpModeGuard&) = delete;
+  ThpModeGuard& operator=(const ThpModeGuard&) = delete;
   static bool writable();
 
  private:
-  std::string saved_;
+  std::string path_, saved_;
 };
 
 // Polls pred every `step` until it holds or `timeout` has passed; whether it held.

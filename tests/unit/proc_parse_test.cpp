@@ -1,5 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "proc/cpu.h"
 #include "proc/proc.h"
@@ -158,4 +162,26 @@ TEST(ProcCpu, ProcsRunningAndPressure) {
                                                   "12",
                                                   14)));
   EXPECT_GE(online_cpus(), 1u);
+}
+
+// hugepages-<N>kB/enabled under the THP directory, by N: a size with no enabled file (shmem only) and
+// names that are not a size are left out.
+TEST(ProcThp, FolioModesReadByteSize) {
+  const auto dir = std::filesystem::temp_directory_path() / ("thptrace-folios-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto put = [&](const std::string& sub, const std::string* text) {
+    std::filesystem::create_directories(dir / sub);
+    if (text) std::ofstream(dir / sub / "enabled") << *text;
+  };
+  const std::string modes = "always inherit [madvise] never\n", inherit = "always [inherit] madvise never\n";
+  put("hugepages-64kB", &modes);
+  put("hugepages-2048kB", &inherit);
+  put("hugepages-8kB", nullptr);
+  put("hugepages-xkB", &modes);
+  put("hugepages-kB", &modes);
+  put("hugepages-16KB", &modes);
+  const auto m = read_folio_modes(dir.string());
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(m, (std::map<uint32_t, std::string>{{64, "madvise"}, {2048, "inherit"}}));
+  EXPECT_TRUE(read_folio_modes("/nonexistent-thptrace").empty());
 }

@@ -15,7 +15,7 @@ namespace {
 report::Report report_with_forks(int n) {
   report::Report r;
   r.version = "0.1.0";
-  r.system = {"6.18.0", "madvise", "madvise"};
+  r.system = {"6.18.0", "madvise", "madvise", {}};
   r.pid = 100;
   r.comm = "redis-server";
   r.duration_s = 15;

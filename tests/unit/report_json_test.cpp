@@ -2,6 +2,8 @@
 // The JSON report keeps the shape docs/reference/report.schema.json describes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "report/report.h"
 
 using namespace thptrace;
@@ -11,7 +13,7 @@ namespace {
 report::Report sample_report() {
   report::Report r;
   r.version = "0.1.0";
-  r.system = {"6.18.0", "always", "madvise"};
+  r.system = {"6.18.0", "always", "madvise", {}};
   r.pid = 42;
   r.comm = "redis-server";
   r.thp_enabled_for_process = false;
@@ -255,4 +257,37 @@ TEST(ReportJson, ArchiveFactsRoundTripAndAreAbsentWhenUnknown) {
   EXPECT_FALSE(bare.contains("host"));
   EXPECT_FALSE(bare["capture"].contains("start_utc"));
   EXPECT_FALSE(bare["redis"].contains("run_id"));
+}
+
+// Multi-size THP: each folio size's mode in the system section, read back as written; with smaller
+// sizes enabled and no PMD-sized page, the finding says AnonHugePages does not count them instead of
+// saying the process has no huge pages (or that THP `never` leaves it 4 KiB pages only).
+TEST(Findings, SmallFoliosAreNotNoHugePages) {
+  for (const std::string top : {"never", "madvise"}) {
+    auto r = sample_report();
+    r.thp_enabled_for_process.reset();
+    r.system.thp_enabled = top;
+    r.system.folio_modes = {{16, "never"}, {64, "always"}, {128, "inherit"}, {2048, "inherit"}};
+    const auto j = report::to_json(r);
+    EXPECT_EQ(j["system"]["folio_modes"]["64"], "always");
+    EXPECT_EQ(report::to_json(report::from_json(j)), j);
+    std::vector<std::string> ids;
+    for (const auto& f : j["findings"]) ids.push_back(f["id"]);
+    EXPECT_NE(std::find(ids.begin(), ids.end(), "thp_small_folios"), ids.end()) << top;
+    EXPECT_EQ(std::find(ids.begin(), ids.end(), "thp_never"), ids.end()) << top;
+    EXPECT_EQ(std::find(ids.begin(), ids.end(), "thp_madvise_unused"), ids.end()) << top;
+    // 128 KiB inherits: enabled under madvise, not under never. 2048 is the PMD's: not a small folio.
+    EXPECT_EQ(r.system.small_folios_enabled(),
+              top == "never" ? "64 KiB (always)" : "64 KiB (always), 128 KiB (inherit: madvise)");
+  }
+  // Every small size off: as before.
+  auto r = sample_report();
+  r.thp_enabled_for_process.reset();
+  r.system.thp_enabled = "never";
+  r.system.folio_modes = {{64, "never"}, {2048, "inherit"}};
+  const auto j = report::to_json(r);
+  bool never = false;
+  for (const auto& f : j["findings"]) never = never || f["id"] == "thp_never";
+  EXPECT_TRUE(never) << j["findings"].dump();
+  EXPECT_EQ(r.system.folio_mode(2048), "never");
 }

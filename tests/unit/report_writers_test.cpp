@@ -20,7 +20,7 @@ Report hostile_report(CaptureInputs& in) {
   in.end_ns = in.start_ns + 2'000'000'000;
   Report r;
   r.version = "0.0-" + kHostile;
-  r.system = {kHostile, kHostile, kHostile};
+  r.system = {kHostile, kHostile, kHostile, {{64, kHostile}}};
   r.pid = 42;
   r.comm = kHostile;
   r.start_monotonic_ns = in.start_ns;

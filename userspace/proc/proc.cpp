@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "proc/proc.h"
 
-#include <charconv>
-#include <csignal>
-#include <fstream>
+#include <fmt/format.h>
+
 #include <sys/utsname.h>
 #include <unistd.h>
+#include <charconv>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
 
 namespace thptrace::proc {
 namespace {
@@ -209,12 +212,51 @@ std::map<std::string, uint64_t> read_vmstat() {
   return text ? parse_vmstat(*text) : std::map<std::string, uint64_t>{};
 }
 
+std::string SystemInfo::folio_mode(uint32_t kb) const {
+  const auto it = folio_modes.find(kb);
+  if (it == folio_modes.end()) return {};
+  return it->second == "inherit" ? thp_enabled : it->second;
+}
+
+std::string SystemInfo::small_folios_enabled() const {
+  std::string out;
+  if (folio_modes.empty()) return out;
+  const uint32_t pmd_kb = folio_modes.rbegin()->first;
+  for (const auto& [kb, mode] : folio_modes) {
+    const std::string m = folio_mode(kb);
+    if (kb >= pmd_kb || m.empty() || m == "never") continue;
+    out += fmt::format("{}{} KiB ({})", out.empty() ? "" : ", ", kb, mode == "inherit" ? "inherit: " + m : m);
+  }
+  return out;
+}
+
+std::map<uint32_t, std::string> read_folio_modes(const std::string& thp_dir) {
+  std::map<uint32_t, std::string> modes;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(thp_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    // "hugepages-64kB"
+    if (name.size() <= 12 || name.rfind("hugepages-", 0) != 0 || name.substr(name.size() - 2) != "kB") continue;
+    uint32_t kb = 0;
+    const char* first = name.data() + 10;
+    const char* last = name.data() + name.size() - 2;
+    if (const auto [p, err] = std::from_chars(first, last, kb); err != std::errc() || p != last || kb == 0) continue;
+    if (const auto t = read_file(e.path().string() + "/enabled", 256)) {
+      const std::string mode = parse_bracketed_mode(*t);
+      if (!mode.empty()) modes[kb] = mode;
+    }
+    if (modes.size() >= 64) break;  // a kernel has one per page order up to the PMD's
+  }
+  return modes;
+}
+
 SystemInfo read_system_info() {
   SystemInfo info;
   struct utsname u {};
   if (::uname(&u) == 0) info.kernel_release = u.release;
   if (const auto t = read_file(kThpEnabledPath)) info.thp_enabled = parse_bracketed_mode(*t);
   if (const auto t = read_file(kThpDefragPath)) info.thp_defrag = parse_bracketed_mode(*t);
+  info.folio_modes = read_folio_modes();
   return info;
 }
 

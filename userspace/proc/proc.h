@@ -38,6 +38,16 @@ struct SystemInfo {
   std::string kernel_release;
   std::string thp_enabled;  // always | madvise | never, or "" when THP is not built in
   std::string thp_defrag;
+  // Each anonymous folio size's mode, by size in kB (Linux 6.8+, hugepages-<N>kB/enabled): always,
+  // inherit (thp_enabled's), madvise or never. The largest is the PMD's, the one AnonHugePages
+  // counts. Empty where the kernel knows one huge-page size only.
+  std::map<uint32_t, std::string> folio_modes;
+
+  // A size's mode, inherit resolved.
+  std::string folio_mode(uint32_t kb) const;
+  // The sizes below the PMD's that are not `never` ("64 KiB (always)", ...): folios that can back
+  // anonymous memory and that AnonHugePages does not count. "" when none.
+  std::string small_folios_enabled() const;
 };
 
 std::optional<ProcessStatus> parse_status(std::string_view text);
@@ -85,5 +95,8 @@ std::string exe_path(pid_t pid);
 
 inline constexpr const char* kThpEnabledPath = "/sys/kernel/mm/transparent_hugepage/enabled";
 inline constexpr const char* kThpDefragPath = "/sys/kernel/mm/transparent_hugepage/defrag";
+inline constexpr const char* kThpDir = "/sys/kernel/mm/transparent_hugepage";
+// The modes of hugepages-<N>kB/enabled under thp_dir, by N; empty when there are none.
+std::map<uint32_t, std::string> read_folio_modes(const std::string& thp_dir = kThpDir);
 
 }  // namespace thptrace::proc

@@ -218,6 +218,19 @@ void thp_findings(const Report& r, std::vector<Draft>& f) {
                  Severity::info,
                  std::nullopt,
                  {{"thp_enabled", r.system.thp_enabled}, {"thp_enabled_for_process", false}}});
+  } else if (const std::string small = r.system.small_folios_enabled();
+             !small.empty() && r.anon_huge_pages_kb_max == 0) {
+    // Multi-size THP (Linux 6.8+): each size has its own mode, and the top-level one only decides
+    // the sizes that inherit it.
+    f.push_back({Priority::quiet,
+                 fmt::format("This process has no PMD-sized huge page (AnonHugePages 0 kB), but this host can back "
+                             "anonymous memory with folios of {}, which AnonHugePages does not count: a write "
+                             "after fork copies 4 KiB of such a folio, as of a huge page.",
+                             small),
+                 "thp_small_folios",
+                 Severity::info,
+                 std::nullopt,
+                 {{"thp_enabled", r.system.thp_enabled}, {"small_folios", small}, {"anon_huge_pages_kb_max", 0}}});
   } else if (r.system.thp_enabled == "never") {
     f.push_back({Priority::setting,
                  "THP is `never` on this host: the heap is backed by 4 KiB pages only.",

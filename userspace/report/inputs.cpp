@@ -2,6 +2,7 @@
 #include "report/inputs.h"
 
 #include <array>
+#include <charconv>
 
 #include "kernel/abi.h"
 
@@ -256,12 +257,33 @@ std::optional<correlate::FsyncWindow> fsync_from(const nlohmann::json& v) {
   return w;
 }
 
+ordered_json system_json(const proc::SystemInfo& s) {
+  ordered_json j = {{"kernel_release", s.kernel_release}, {"thp_enabled", s.thp_enabled}, {"thp_defrag", s.thp_defrag}};
+  if (!s.folio_modes.empty()) {
+    j["folio_modes"] = ordered_json::object();
+    for (const auto& [kb, mode] : s.folio_modes) j["folio_modes"][std::to_string(kb)] = mode;
+  }
+  return j;
+}
+
+proc::SystemInfo system_from(const nlohmann::json& j) {
+  proc::SystemInfo s;
+  s.kernel_release = j.at("kernel_release").get<std::string>();
+  s.thp_enabled = j.at("thp_enabled").get<std::string>();
+  s.thp_defrag = j.at("thp_defrag").get<std::string>();
+  if (const auto f = j.find("folio_modes"); f != j.end())
+    for (const auto& [key, mode] : f->items()) {
+      uint32_t kb = 0;
+      const auto [p, ec] = std::from_chars(key.data(), key.data() + key.size(), kb);
+      if (ec == std::errc() && p == key.data() + key.size()) s.folio_modes[kb] = mode.get<std::string>();
+    }
+  return s;
+}
+
 ordered_json inputs_to_json(const CaptureInputs& in) {
   ordered_json j;
   j["version"] = in.version;
-  j["system"] = {{"kernel_release", in.system.kernel_release},
-                 {"thp_enabled", in.system.thp_enabled},
-                 {"thp_defrag", in.system.thp_defrag}};
+  j["system"] = system_json(in.system);
   j["pid"] = in.pid;
   if (in.pid_in_namespace) j["pid_in_namespace"] = in.pid_in_namespace;
   if (in.start_realtime_ns) j["realtime_ns"] = {in.start_realtime_ns, in.end_realtime_ns};
@@ -362,9 +384,7 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
 CaptureInputs inputs_from_json(const json& j) {
   CaptureInputs in;
   in.version = j.at("version").get<std::string>();
-  const auto& sys = j.at("system");
-  in.system = {sys.at("kernel_release").get<std::string>(), sys.at("thp_enabled").get<std::string>(),
-               sys.at("thp_defrag").get<std::string>()};
+  in.system = system_from(j.at("system"));
   in.pid = j.at("pid").get<int>();
   if (j.contains("realtime_ns")) {
     in.start_realtime_ns = j.at("realtime_ns").at(0).get<int64_t>();

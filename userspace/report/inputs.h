@@ -115,6 +115,9 @@ redis::ProbeSample probe_sample_from(const nlohmann::json& j);
 // A sample's main-thread clocks: {on_cpu_ns, runqueue_ns}, or null.
 nlohmann::ordered_json sched_stat_json(const std::optional<proc::SchedStat>& s);
 std::optional<proc::SchedStat> sched_stat_from(const nlohmann::json& j);
+// The host's kernel and THP settings; folio_modes only when the kernel has them.
+nlohmann::ordered_json system_json(const proc::SystemInfo& s);
+proc::SystemInfo system_from(const nlohmann::json& j);
 // A window's disk calls, as the report's forks[].fsync_during writes them; null for nullopt.
 nlohmann::ordered_json fsync_json(const std::optional<correlate::FsyncWindow>& w);
 std::optional<correlate::FsyncWindow> fsync_from(const nlohmann::json& v);

@@ -429,9 +429,7 @@ ordered_json to_json(const Report& r) {
   j["report_version"] = kReportVersion;
   j["thptrace_version"] = r.version;
   if (!r.hostname.empty() || !r.boot_id.empty()) j["host"] = {{"name", r.hostname}, {"boot_id", r.boot_id}};
-  j["system"] = {{"kernel_release", r.system.kernel_release},
-                 {"thp_enabled", r.system.thp_enabled},
-                 {"thp_defrag", r.system.thp_defrag}};
+  j["system"] = system_json(r.system);
   j["target"] = {
       {"pid", r.pid},
       {"comm", r.comm},
@@ -610,9 +608,7 @@ Report from_json(const nlohmann::json& j) {
     r.start_realtime_ns = realtime_from_rfc3339(j.at("capture").at("start_utc").get<std::string>());
     r.end_realtime_ns = realtime_from_rfc3339(j.at("capture").at("end_utc").get<std::string>());
   }
-  const auto& sys = j.at("system");
-  r.system = {sys.at("kernel_release").get<std::string>(), sys.at("thp_enabled").get<std::string>(),
-              sys.at("thp_defrag").get<std::string>()};
+  r.system = system_from(j.at("system"));
   const auto& target = j.at("target");
   r.pid = target.at("pid").get<int>();
   r.comm = target.at("comm").get<std::string>();

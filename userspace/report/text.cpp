@@ -137,6 +137,12 @@ void capture_lines(const Report& r, const Line& line) {
   line(fmt::format("kernel {}  THP enabled={} defrag={}  process THP_enabled={}", r.system.kernel_release,
                    r.system.thp_enabled, r.system.thp_defrag,
                    r.thp_enabled_for_process ? (*r.thp_enabled_for_process ? "1" : "0") : "n/a"));
+  if (!r.system.folio_modes.empty()) {
+    std::string sizes;
+    for (const auto& [kb, mode] : r.system.folio_modes)
+      sizes += fmt::format("{}{}K {}", sizes.empty() ? "" : ", ", kb, text::printable(mode));
+    line("anonymous folio sizes: " + sizes);
+  }
   line(fmt::format("AnonHugePages start/max/end: {}/{}/{} kB   RSS max: {} kB", r.anon_huge_pages_kb_start,
                    r.anon_huge_pages_kb_max, r.anon_huge_pages_kb_end, r.rss_kb_max));
   // kernel_copies has a line of its own when it is not counted.
