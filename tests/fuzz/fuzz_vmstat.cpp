@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// /proc/vmstat text.
+// /proc/vmstat text, and the other "name value" files of the host's counters: /proc/stat's
+// procs_running and /proc/pressure/cpu's "some" total (proc/cpu.h).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "fuzz_check.h"
+#include "proc/cpu.h"
 #include "proc/proc.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -17,5 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(name.find_first_of(" \n") == std::string::npos);
     FUZZ_CHECK(text.find(name) != std::string_view::npos);
   }
+  // A figure only where its key begins a line of the text.
+  if (thptrace::proc::parse_procs_running(text)) FUZZ_CHECK(text.find("procs_running ") != std::string_view::npos);
+  if (thptrace::proc::parse_cpu_pressure_some_us(text)) FUZZ_CHECK(text.find("some ") != std::string_view::npos);
   return 0;
 }
