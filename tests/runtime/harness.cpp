@@ -216,10 +216,11 @@ class TempDirReaper : public ::testing::EmptyTestEventListener {
 
 }  // namespace
 
-std::string make_temp_dir(const std::string& prefix) {
+std::string make_temp_dir(const std::string& prefix, TempDirLife life) {
   std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "XXXXXX")).string();
   if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp");
-  if (::testing::UnitTest::GetInstance()->current_test_info()) TempDirReaper::installed().add(tmpl);
+  if (life == TempDirLife::test && ::testing::UnitTest::GetInstance()->current_test_info())
+    TempDirReaper::installed().add(tmpl);
   return tmpl;
 }
 

@@ -130,8 +130,11 @@ std::optional<ServerBuild> fetched_server(const std::string& name, std::string* 
 // NOLINTEND(bugprone-macro-parentheses)
 
 int free_port();
-// A new directory in the temporary directory; made in a test, it is removed when the test ends.
-std::string make_temp_dir(const std::string& prefix);
+// A new directory in the temporary directory. Made in a test, it is removed when the test ends
+// (TempDirLife::test); one that outlives the test that made it (a function-local static shared by
+// several tests) is its owner's to remove (TempDirLife::owner).
+enum class TempDirLife { test, owner };
+std::string make_temp_dir(const std::string& prefix, TempDirLife life = TempDirLife::test);
 
 // Names of loaded BPF programs (bpftool prog show), and those of them that are thptrace's.
 std::vector<std::string> loaded_bpf_program_names();

@@ -91,7 +91,8 @@ void write_pem(const std::string& path, const Issued& i, bool key) {
 // CA nobody trusts with its own client certificate, and an expired server certificate.
 class Pki {
  public:
-  Pki() : dir_(make_temp_dir("thptrace-pki-")) {
+  // Shared by every test of the file (pki() below): removed by its destructor at exit.
+  Pki() : dir_(make_temp_dir("thptrace-pki-", TempDirLife::owner)) {
     const Issued ca = issue("thptrace test CA", nullptr);
     const Issued other = issue("thptrace other CA", nullptr);
     save("ca", ca, false);
