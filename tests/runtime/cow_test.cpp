@@ -278,15 +278,21 @@ void expect_burst_counted(bool force_fallback) {
   EXPECT_EQ(leftover_thptrace_programs(), std::vector<std::string>{});
 }
 
-// Multi-size THP (Linux 6.8+): 64 KiB folios `always`, a region with no advice. The kernel's own
-// per-size counter says the region was in 64 KiB folios; a write after fork still copies 4 KiB, so
-// the copies are the known answer; and the report does not say the process has no huge pages
-// because AnonHugePages (PMD-sized pages only) reads 0.
+// Multi-size THP (Linux 6.8+): 64 KiB folios `always` and every other size `never` (the PMD's too:
+// under THP `always`, Debian's default, the region would get 2 MiB pages first), a region with no
+// advice. The kernel's own per-size counter says the region was in 64 KiB folios; a write after fork
+// still copies 4 KiB, so the copies are the known answer; and the report does not say the process has
+// no huge pages because AnonHugePages (PMD-sized pages only) reads 0.
 void expect_64k_folios(bool force_fallback) {
   const std::string dir = std::string(thptrace::proc::kThpDir) + "/hugepages-64kB";
   if (!std::filesystem::exists(dir + "/enabled")) GTEST_SKIP() << "this kernel has no 64 KiB anonymous folios (6.8+)";
   const std::string stat = dir + "/stats/anon_fault_alloc";
   const auto faults = [&] { return std::stoull(thptrace::proc::read_file(stat).value_or("0")); };
+  std::vector<std::unique_ptr<ThpModeGuard>> others;
+  for (const auto& [kb, mode] : thptrace::proc::read_folio_modes())
+    if (kb != 64 && mode != "never")
+      others.push_back(std::make_unique<ThpModeGuard>(
+          "never", std::string(thptrace::proc::kThpDir) + "/hugepages-" + std::to_string(kb) + "kB/enabled"));
   ThpModeGuard folios("always", dir + "/enabled");
   const uint64_t before = faults();
   const auto c = capture_workload(false, force_fallback, false, 1, false);
