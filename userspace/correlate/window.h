@@ -20,6 +20,7 @@ struct Window {
   uint64_t from_ns = 0, to_ns = kOpen;
   // Half-open, so that a window and the one before it share no instant.
   bool holds(uint64_t ts_ns) const { return ts_ns >= from_ns && ts_ns < to_ns; }
+  bool operator==(const Window&) const = default;
   // The window of the same length that ends where this one starts; nullopt when it would begin before
   // earliest_ns (or before time 0), or this one is open.
   std::optional<Window> before(uint64_t earliest_ns = 0) const {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// The tokens of /proc's text tables, shared by their parsers (net.cpp, resolve.cpp): lines, fields
+// The tokens of /proc's text tables, shared by their parsers (net.cpp, resolve.cpp, cpu.cpp): lines, fields
 // split on blanks, whole numbers in hex or decimal. Every input is hostile: a number must fill its
 // field, and nothing reads past the text it is given.
 

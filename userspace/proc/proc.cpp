@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "proc/fields.h"
+
 namespace thptrace::proc {
 namespace {
 
@@ -238,9 +240,7 @@ std::map<uint32_t, std::string> read_folio_modes(const std::string& thp_dir) {
     // "hugepages-64kB"
     if (name.size() <= 12 || name.rfind("hugepages-", 0) != 0 || name.substr(name.size() - 2) != "kB") continue;
     uint32_t kb = 0;
-    const char* first = name.data() + 10;
-    const char* last = name.data() + name.size() - 2;
-    if (const auto [p, err] = std::from_chars(first, last, kb); err != std::errc() || p != last || kb == 0) continue;
+    if (!detail::number(std::string_view(name).substr(10, name.size() - 12), kb) || kb == 0) continue;
     if (const auto t = read_file(e.path().string() + "/enabled", 256)) {
       const std::string mode = parse_bracketed_mode(*t);
       if (!mode.empty()) modes[kb] = mode;

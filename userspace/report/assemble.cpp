@@ -42,7 +42,7 @@ void client_latency_of_forks(const CaptureInputs& in, std::vector<correlate::For
 std::optional<correlate::FsyncWindow> fsync_in(const CaptureInputs& in, const correlate::Window& w) {
   if (!in.disk_summarised) return correlate::fsync_window(in.events, static_cast<uint32_t>(in.pid), w);
   for (const auto& d : in.disk_windows)
-    if (d.window.from_ns == w.from_ns && d.window.to_ns == w.to_ns) return d.calls;
+    if (d.window == w) return d.calls;
   return std::nullopt;
 }
 

@@ -45,7 +45,7 @@ void DiskWindows::finish(const std::vector<thptrace_episode>& final_episodes) {
 void DiskWindows::summarise(const correlate::Window& w) {
   const auto add = [&](const correlate::Window& x) {
     for (const auto& d : in_.disk_windows)
-      if (d.window.from_ns == x.from_ns && d.window.to_ns == x.to_ns) return;
+      if (d.window == x) return;
     in_.disk_windows.push_back({x, log_.window(x)});
   };
   add(w);
