@@ -138,6 +138,7 @@ void CaptureSession::attach(const CaptureOptions& o, const CaptureTarget& target
   // Counting huge-page allocations hooks every page allocation of the machine: only when the target
   // could be given a huge page. Decided here, while the capabilities to attach are still held.
   inputs_.system = proc::read_system_info();
+  inputs_.system.folio_modes = proc::read_folio_modes();
   const auto thp = proc::huge_page_eligibility(target.pid, inputs_.system.thp_enabled);
   tracer::FamilyChoice huge_alloc{tracer::Mode::unavailable, thp.why};
   if (std::string why; thp.eligible && !tracer_->attach_huge_alloc_counting(&why)) {

@@ -256,7 +256,6 @@ SystemInfo read_system_info() {
   if (::uname(&u) == 0) info.kernel_release = u.release;
   if (const auto t = read_file(kThpEnabledPath)) info.thp_enabled = parse_bracketed_mode(*t);
   if (const auto t = read_file(kThpDefragPath)) info.thp_defrag = parse_bracketed_mode(*t);
-  info.folio_modes = read_folio_modes();
   return info;
 }
 

@@ -40,7 +40,8 @@ struct SystemInfo {
   std::string thp_defrag;
   // Each anonymous folio size's mode, by size in kB (Linux 6.8+, hugepages-<N>kB/enabled): always,
   // inherit (thp_enabled's), madvise or never. The largest is the PMD's, the one AnonHugePages
-  // counts. Empty where the kernel knows one huge-page size only.
+  // counts. Empty where the kernel knows one huge-page size only. Read by read_folio_modes(), not by
+  // read_system_info(), which the daemon calls every second and which has no use for them.
   std::map<uint32_t, std::string> folio_modes;
 
   // A size's mode, inherit resolved.
