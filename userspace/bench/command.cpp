@@ -21,6 +21,7 @@
 #include "bench/server.h"
 #include "common/companion.h"
 #include "common/program_options.h"
+#include "proc/cpu.h"
 #include "proc/proc.h"
 #include "thptrace/version.h"
 
@@ -172,7 +173,7 @@ void describe_host(RunInfo& info) {
   info.thptrace_version = kVersion;
   utsname u{};
   if (::uname(&u) == 0) info.kernel_release = u.release;
-  info.cpus = static_cast<unsigned>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+  info.cpus = proc::online_cpus();
   info.mem_total_kb = mem_total_kb();
   info.loadavg_start = loadavg();
   const auto system = proc::read_system_info();
