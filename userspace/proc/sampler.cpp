@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "proc/sampler.h"
 
-#include "proc/cgroup.h"
-
 #include <algorithm>
 #include <ctime>
+#include <utility>
+
+#include "proc/cgroup.h"
 
 namespace thptrace::proc {
 
@@ -143,13 +144,18 @@ void Sampler::run() {
   }
 }
 
+SampleSeries Sampler::take() {
+  std::lock_guard lock(mu_);
+  return std::exchange(series_, {});
+}
+
 SampleSeries Sampler::stop() {
   halt();
   next_walk_ = {};  // the last sample walks, whatever the budget says
   Sample last = sample();
   std::lock_guard lock(mu_);
   series_.add(std::move(last));
-  return series_;
+  return std::exchange(series_, {});
 }
 
 }  // namespace thptrace::proc

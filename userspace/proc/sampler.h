@@ -40,6 +40,8 @@ class SampleSeries {
  public:
   void add(Sample s);
   const std::vector<Sample>& samples() const { return samples_; }
+  // For a capture that thins its series as it goes (report/retention.h): keep them in time order.
+  std::vector<Sample>& edit() { return samples_; }
   // The last sample taken at or before ts (or the first sample when all are later).
   const Sample* at_or_before(uint64_t ts_ns) const;
   // The first sample taken at or after ts (or the last sample when all are earlier).
@@ -120,7 +122,9 @@ class Sampler {
   // A sample at once (after the one being taken, if any); busy: whether a fork of the target is in
   // progress from now on.
   void wake(bool busy);
-  // Takes one final sample, stops the thread and returns the series.
+  // The samples since the last take() (all of them, before the first).
+  SampleSeries take();
+  // Takes one final sample, stops the thread and returns the samples not taken yet.
   SampleSeries stop();
 
  private:

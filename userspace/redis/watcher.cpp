@@ -56,8 +56,12 @@ std::vector<Snapshot> Watcher::stop() {
   }
   wakeup_.notify_all();
   if (thread_.joinable()) thread_.join();
+  return take();
+}
+
+std::vector<Snapshot> Watcher::take() {
   std::lock_guard lock(mu_);
-  return history_;
+  return std::exchange(history_, {});
 }
 
 std::optional<ServerFacts> Watcher::facts() const {

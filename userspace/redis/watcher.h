@@ -144,7 +144,9 @@ class Watcher {
   Watcher(const Watcher&) = delete;
   Watcher& operator=(const Watcher&) = delete;
 
-  // Stops polling and returns the timeline (empty when keep_history is false).
+  // The snapshots since the last take() (all of them, before the first; none when keep_history is false).
+  std::vector<Snapshot> take();
+  // Stops polling and returns the snapshots not taken yet.
   std::vector<Snapshot> stop();
 
   std::optional<ServerFacts> facts() const;
