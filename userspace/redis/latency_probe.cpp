@@ -61,6 +61,40 @@ std::optional<ClientLatency> client_latency(const std::vector<ProbeSample>& samp
   return out;
 }
 
+namespace {
+size_t bucket_of(uint64_t ns) {
+  return ns <= 1 ? 0 : static_cast<size_t>(std::log2(static_cast<double>(ns)) * LatencyTotals::kBucketsPerOctave);
+}
+double bucket_top_ns(size_t b) { return std::exp2(static_cast<double>(b + 1) / LatencyTotals::kBucketsPerOctave); }
+}  // namespace
+
+void LatencyTotals::add(const ProbeSample& s) {
+  const size_t b = bucket_of(s.latency_ns);
+  if (b >= buckets_.size()) buckets_.resize(b + 1);
+  ++buckets_[b];
+  ++totals_.samples;
+  if (s.failed || s.latency_ns > client_timeout_us_ * 1000) ++totals_.over_timeout;
+  max_ns_ = std::max(max_ns_, s.latency_ns);
+}
+
+std::optional<ClientLatency> LatencyTotals::figures() const {
+  if (!totals_.samples) return std::nullopt;
+  ClientLatency out = totals_;
+  const auto at = [&](double p) {
+    const auto rank = std::clamp<uint64_t>(static_cast<uint64_t>(std::ceil(p * static_cast<double>(totals_.samples))),
+                                           1, totals_.samples);
+    uint64_t seen = 0;
+    for (size_t b = 0; b < buckets_.size(); ++b)
+      if ((seen += buckets_[b]) >= rank) return std::min(bucket_top_ns(b), static_cast<double>(max_ns_)) / 1e3;
+    return static_cast<double>(max_ns_) / 1e3;
+  };
+  out.p50_us = at(0.50);
+  out.p99_us = at(0.99);
+  out.p999_us = at(0.999);
+  out.max_us = static_cast<double>(max_ns_) / 1e3;
+  return out;
+}
+
 // What a probe's owner and the loop share.
 struct ProbeState {
   explicit ProbeState(LatencyProbe::Options o) : options(std::move(o)) {}
