@@ -14,6 +14,7 @@
 #include "report/disk_windows.h"
 #include "report/inputs.h"
 #include "report/report.h"
+#include "report/retention.h"
 
 using namespace thptrace;
 using nlohmann::json;
@@ -199,6 +200,117 @@ TEST(GoldenCaptureDisk, AWindowWhoseCallsWereLetGoIsUnknown) {
   EXPECT_EQ(
       std::count_if(findings.begin(), findings.end(), [](const auto& x) { return x["id"] == "disk_windows_unknown"; }),
       1);
+}
+
+// A recorded capture's series as a long capture keeps them (report/retention.h), taken as they come
+// each 100 ms of its clock: nothing recent kept whole, cells of 500 ms, the margin the capture takes
+// (twice the sampler's interval); the probe's whole figures kept as they come.
+report::CaptureInputs thinned(const report::CaptureInputs& recorded, report::SeriesLetGo& gone) {
+  report::CaptureInputs in = recorded;
+  in.samples = {};
+  in.timeline.clear();
+  in.probe_samples.clear();
+  in.counters.clear();
+  const auto& samples = recorded.samples.samples();
+  std::vector<uint64_t> gaps;
+  for (size_t i = 1; i < samples.size(); ++i) gaps.push_back(samples[i].ts_ns - samples[i - 1].ts_ns);
+  std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
+  const uint64_t interval = gaps[gaps.size() / 2];
+  report::Retention retention(static_cast<uint32_t>(in.pid), in.start_ns,
+                              {.recent_ns = 0, .margin_ns = 2 * interval, .cell_ns = 500'000'000, .max_cells = 1024});
+  redis::LatencyTotals totals(in.client_timeout_us);
+  size_t s = 0, t = 0, p = 0, e = 0;
+  const auto gather = [&](uint64_t now) {
+    for (; s < samples.size() && samples[s].ts_ns < now; ++s) in.samples.add(samples[s]);
+    for (; t < recorded.timeline.size() && recorded.timeline[t].ts_ns < now; ++t)
+      in.timeline.push_back(recorded.timeline[t]);
+    for (; p < recorded.probe_samples.size() && recorded.probe_samples[p].due_ns < now; ++p) {
+      totals.add(recorded.probe_samples[p]);
+      in.probe_samples.push_back(recorded.probe_samples[p]);
+    }
+    for (; e < recorded.events.size() && recorded.events[e].ts_ns < now; ++e) retention.on_event(recorded.events[e]);
+  };
+  for (uint64_t now = in.start_ns + 100'000'000; now < in.end_ns; now += 100'000'000) {
+    gather(now);
+    const auto g = report::thin_series(retention, in, now);
+    gone.samples += g.samples;
+    gone.snapshots += g.snapshots;
+    gone.probe_samples += g.probe_samples;
+  }
+  gather(UINT64_MAX);
+  if (gone.probe_samples) in.probe_whole = totals.figures();
+  return in;
+}
+
+// Bounded memory, the same forks: thinning the series outside the forks' windows changes no fork's
+// figure and none of the capture's extremes; the probe's figures over the whole capture stay within
+// their stated 1.1%. With nothing recent kept whole, a fork's window before was thinned before the
+// fork came: its figures are unknown (null), never read from what was left.
+TEST_P(GoldenCapture, SeriesThinnedAsTheyComeGiveTheSameForks) {
+  const auto recorded = read_inputs(GetParam() + ".inputs.json");
+  report::SeriesLetGo gone;
+  const auto in = thinned(recorded, gone);
+  EXPECT_GT(gone.samples, 0u);
+  EXPECT_GT(gone.snapshots, 0u);
+  EXPECT_GT(gone.probe_samples, 50u);
+  EXPECT_FALSE(in.series_let_go.empty());
+  auto full = report::to_json(report::assemble(recorded));
+  // And through the recording's JSON.
+  auto kept = report::to_json(report::assemble(report::inputs_from_json(json(report::inputs_to_json(in)))));
+  const json whole_full = full["client_latency"]["whole_capture"], whole_kept = kept["client_latency"]["whole_capture"];
+  EXPECT_EQ(whole_kept["samples"], whole_full["samples"]);
+  EXPECT_EQ(whole_kept["over_timeout"], whole_full["over_timeout"]);
+  EXPECT_EQ(whole_kept["max_us"], whole_full["max_us"]);
+  for (const char* p : {"p50_us", "p99_us", "p999_us"}) {
+    EXPECT_GE(whole_kept[p].get<double>(), whole_full[p].get<double>() * (1 - 1e-9)) << p;
+    EXPECT_LE(whole_kept[p].get<double>(), whole_full[p].get<double>() * 1.011) << p;
+  }
+  ASSERT_EQ(kept["forks"].size(), full["forks"].size());
+  size_t unknown = 0;
+  for (size_t i = 0; i < full["forks"].size(); ++i) {
+    for (auto* r : {&full, &kept}) {
+      auto& f = (*r)["forks"][i];
+      const auto before =
+          decltype(full){{"client", f["client_latency_before"]}, {"main_thread", f["main_thread"]["before"]}};
+      f.erase("client_latency_before");
+      f["main_thread"].erase("before");
+      f["before"] = before;
+    }
+    const auto& b = kept["forks"][i]["before"];
+    for (const char* k : {"client", "main_thread"}) {
+      if (b[k].is_null())
+        ++unknown;
+      else
+        EXPECT_EQ(b[k], full["forks"][i]["before"][k]) << "fork " << i << " " << k;
+      full["forks"][i]["before"].erase(k);
+      kept["forks"][i]["before"].erase(k);
+    }
+  }
+  EXPECT_GT(unknown, 0u);
+  // The findings follow from the figures (a window before unknown says so in its sentence).
+  full.erase("findings");
+  kept.erase("findings");
+  full["client_latency"].erase("whole_capture");
+  kept["client_latency"].erase("whole_capture");
+  EXPECT_EQ(kept.dump(2), full.dump(2)) << json::diff(full, kept).dump(1);
+}
+
+// A window before a fork that reaches back past what a long capture keeps whole (a child that lived
+// longer than its recent minutes) says nothing of the main thread and the clients there rather than
+// reading them from what is left.
+TEST(GoldenCaptureSeries, AWindowBeforeWithItemsLetGoIsUnknown) {
+  auto in = read_inputs("capture_uprobe.inputs.json");
+  const auto full = report::assemble(in);
+  ASSERT_EQ(full.forks.size(), 3u);
+  const auto before = full.forks[1].window(in.end_ns).before();
+  ASSERT_TRUE(before);
+  ASSERT_TRUE(full.forks[1].main_thread_before && full.forks[1].client_latency_before);
+  in.series_let_go = {{before->from_ns + 1000, before->from_ns + 2000}};
+  const auto r = report::assemble(in);
+  EXPECT_FALSE(r.forks[1].main_thread_before);
+  EXPECT_FALSE(r.forks[1].client_latency_before);
+  EXPECT_TRUE(r.forks[1].main_thread_during && r.forks[1].client_latency_during);
+  EXPECT_TRUE(r.forks[0].main_thread_before && r.forks[2].client_latency_before);
 }
 
 INSTANTIATE_TEST_SUITE_P(Recorded, GoldenCapture, ::testing::Values("capture_uprobe", "capture_fallback"));

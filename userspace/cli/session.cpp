@@ -23,6 +23,7 @@
 #include "proc/resolve.h"
 #include "redis/locate.h"
 #include "report/disk_windows.h"
+#include "report/retention.h"
 #include "thptrace/version.h"
 
 namespace thptrace::cli {
@@ -33,6 +34,8 @@ namespace {
 // where faults are dearest (docs/development/measurements.md).
 constexpr size_t kCopyCostPages = 4096;
 constexpr int kCopyCostRounds = 5;
+// How often the time series are gathered from their threads and thinned.
+constexpr uint64_t kThinEveryNs = 10'000'000'000;
 
 int64_t realtime_ns() {
   timespec ts{};
@@ -182,8 +185,35 @@ report::CaptureInputs CaptureSession::run() {
       pid, {.kernel_splits = false, .redis_polled = false, .repl_diskless_sync = {}, .bounded_history = true});
   const auto busy = [&pace] { return !pace.open_children().empty(); };
   report::DiskWindows disk(pid, inputs_);
+  inputs_.start_ns = proc::monotonic_ns();
+  // The time series are gathered from their threads every kThinEveryNs and thinned outside the forks'
+  // windows (report/retention.h); the probe's figures over the whole capture are kept as they come.
+  report::Retention retention(pid, inputs_.start_ns,
+                              {.margin_ns = std::max<uint64_t>(report::RetentionOptions{}.margin_ns,
+                                                               static_cast<uint64_t>(idle_poll_ms_) * 2'000'000)});
+  redis::LatencyTotals probe_totals(inputs_.client_timeout_us);
+  size_t probe_let_go = 0;
+  const auto gather = [&] {
+    proc::SampleSeries taken = sampler_->take();
+    for (auto& s : taken.edit()) inputs_.samples.add(std::move(s));
+    if (watcher_)
+      for (auto& s : watcher_->take()) inputs_.timeline.push_back(std::move(s));
+    if (latency_probe_)
+      for (const auto& s : latency_probe_->take()) {
+        probe_totals.add(s);
+        inputs_.probe_samples.push_back(s);
+      }
+  };
+  uint64_t next_thin = inputs_.start_ns + kThinEveryNs;
+  const auto thin = [&](uint64_t now) {
+    if (now < next_thin) return;
+    next_thin = now + kThinEveryNs;
+    gather();
+    probe_let_go += report::thin_series(retention, inputs_, now).probe_samples;
+  };
   const auto on_event = [&](const thptrace_event& e) {
     if (disk.on_event(e)) return;
+    retention.on_event(e);
     inputs_.events.push_back(e);
     pace.on_event(e);
     if (e.tgid != pid) return;
@@ -205,7 +235,6 @@ report::CaptureInputs CaptureSession::run() {
         inputs_.copy_samples.push_back(
             resolver_->resolve(s.ts_ns, s.address, s.stack, s.frames, r.user ? &*r.user : nullptr));
   };
-  inputs_.start_ns = proc::monotonic_ns();
   inputs_.start_realtime_ns = realtime_ns();
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) == 0) inputs_.hostname = text::printable(host);
@@ -236,6 +265,7 @@ report::CaptureInputs CaptureSession::run() {
     const int n = tracer_->poll(poll_ms(), on_event);
     pace.take_settled(proc::monotonic_ns());
     disk.settle(proc::monotonic_ns());
+    thin(proc::monotonic_ns());
     resolve_samples();
     if (n < 0 && n != -EINTR) {
       log::warn("ring buffer poll failed: {}", std::strerror(-n));
@@ -254,15 +284,21 @@ report::CaptureInputs CaptureSession::run() {
   disk.finish(inputs_.final_episodes);
   inputs_.target = tracer_->target(inputs_.pid).value_or(thptrace_target{});
   inputs_.dropped = tracer_->dropped();
-  inputs_.samples = sampler_->stop();
+  gather();
+  proc::SampleSeries rest = sampler_->stop();
+  for (auto& s : rest.edit()) inputs_.samples.add(std::move(s));
   inputs_.cgroup_end = proc::read_memory_cgroup(inputs_.pid);
   if (latency_probe_) {
-    inputs_.probe_samples = latency_probe_->stop();
+    for (const auto& s : latency_probe_->stop()) {
+      probe_totals.add(s);
+      inputs_.probe_samples.push_back(s);
+    }
     inputs_.probe_missed = latency_probe_->missed();
     inputs_.probe_dropped = latency_probe_->dropped();
+    if (probe_let_go) inputs_.probe_whole = probe_totals.figures();
   }
   if (watcher_) {
-    inputs_.timeline = watcher_->stop();
+    for (auto& s : watcher_->stop()) inputs_.timeline.push_back(std::move(s));
     inputs_.facts = watcher_->facts();
     inputs_.redis_error = watcher_->last_error();
     inputs_.redis_outages = watcher_->outages();

@@ -24,6 +24,13 @@ void attribute_forks(const CaptureInputs& in, std::vector<correlate::ForkEpisode
   }
 }
 
+// Whether the capture let items of its time series go inside w (a window before a fork that reaches
+// back past what a long capture keeps whole: report/retention.h).
+bool series_let_go_in(const CaptureInputs& in, const correlate::Window& w) {
+  return std::any_of(in.series_let_go.begin(), in.series_let_go.end(),
+                     [&](const correlate::Window& g) { return g.from_ns < w.to_ns && w.from_ns < g.to_ns; });
+}
+
 // Each fork's client latency: the probe's requests answered in its window (to the capture's end for a
 // child that outlived it; the requests its freeze held are answered in it) and in the window before.
 void client_latency_of_forks(const CaptureInputs& in, std::vector<correlate::ForkEpisode>& forks) {
@@ -31,7 +38,7 @@ void client_latency_of_forks(const CaptureInputs& in, std::vector<correlate::For
     const correlate::Window window = f.window(in.end_ns);
     f.client_latency_during =
         redis::client_latency(in.probe_samples, window.from_ns, window.to_ns, in.client_timeout_us);
-    if (const auto before = window.before())
+    if (const auto before = window.before(); before && !series_let_go_in(in, *before))
       f.client_latency_before =
           redis::client_latency(in.probe_samples, before->from_ns, before->to_ns, in.client_timeout_us);
   }
@@ -107,7 +114,7 @@ void main_thread_of_forks(const CaptureInputs& in, std::vector<correlate::ForkEp
   for (auto& f : forks) {
     const correlate::Window window = f.window(in.end_ns);
     f.main_thread_during = main_thread_time(in.samples, window, false);
-    if (const auto before = window.before(in.start_ns))
+    if (const auto before = window.before(in.start_ns); before && !series_let_go_in(in, *before))
       f.main_thread_before = main_thread_time(in.samples, *before, true);
   }
 }
@@ -182,8 +189,9 @@ Report assemble(const CaptureInputs& in) {
   if (in.probes.disk.mode != tracer::Mode::unavailable) fsync_of_forks(in, r.forks);
   if (in.latency_probe_hz) {
     client_latency_of_forks(in, r.forks);
-    r.client_probe = ClientProbeSection{in.latency_probe_hz, in.client_timeout_us, in.probe_missed,
-                                        redis::client_latency(in.probe_samples, 0, UINT64_MAX, in.client_timeout_us)};
+    r.client_probe = ClientProbeSection{
+        in.latency_probe_hz, in.client_timeout_us, in.probe_missed,
+        in.probe_whole ? in.probe_whole : redis::client_latency(in.probe_samples, 0, UINT64_MAX, in.client_timeout_us)};
   }
   r.sample_every = in.sample_every;
   r.copy_samples_dropped = in.copy_samples_dropped;

@@ -228,6 +228,19 @@ redis::ProbeSample probe_sample_from(const json& j) {
   return {row[0], row[1], row[2] != 0};
 }
 
+ordered_json client_latency_json(const std::optional<redis::ClientLatency>& c) {
+  if (!c) return nullptr;
+  return {{"samples", c->samples}, {"p50_us", c->p50_us}, {"p99_us", c->p99_us},
+          {"p999_us", c->p999_us}, {"max_us", c->max_us}, {"over_timeout", c->over_timeout}};
+}
+
+std::optional<redis::ClientLatency> client_latency_from(const json& v) {
+  if (v.is_null()) return std::nullopt;
+  return redis::ClientLatency{v.at("samples").get<uint64_t>(), v.at("p50_us").get<double>(),
+                              v.at("p99_us").get<double>(),    v.at("p999_us").get<double>(),
+                              v.at("max_us").get<double>(),    v.at("over_timeout").get<uint64_t>()};
+}
+
 ordered_json fsync_json(const std::optional<correlate::FsyncWindow>& w) {
   if (!w) return nullptr;
   const auto kind = [](const std::optional<correlate::FsyncLatency>& k) -> ordered_json {
@@ -375,8 +388,13 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
                                     {"client_timeout_us", in.client_timeout_us},
                                     {"missed", in.probe_missed},
                                     {"dropped", in.probe_dropped}};
+    if (in.probe_whole) p["whole"] = client_latency_json(in.probe_whole);
     auto& rows = p["samples"] = ordered_json::array();
     for (const auto& x : in.probe_samples) rows.push_back(probe_sample_json(x));
+  }
+  if (!in.series_let_go.empty()) {
+    auto& g = j["series_let_go"] = ordered_json::array();
+    for (const auto& w : in.series_let_go) g.push_back({w.from_ns, w.to_ns});
   }
   return j;
 }
@@ -487,8 +505,14 @@ CaptureInputs inputs_from_json(const json& j) {
     in.client_timeout_us = p.at("client_timeout_us").get<uint64_t>();
     in.probe_missed = p.at("missed").get<uint64_t>();
     in.probe_dropped = p.at("dropped").get<uint64_t>();
+    if (p.contains("whole")) in.probe_whole = client_latency_from(p.at("whole"));
     for (const auto& x : p.at("samples")) in.probe_samples.push_back(probe_sample_from(x));
   }
+  if (j.contains("series_let_go"))
+    for (const auto& w : j.at("series_let_go")) {
+      const auto span = w.get<std::array<uint64_t, 2>>();
+      in.series_let_go.push_back({span[0], span[1]});
+    }
   return in;
 }
 

@@ -98,6 +98,12 @@ struct CaptureInputs {
   uint64_t client_timeout_us = 0;
   uint64_t probe_missed = 0, probe_dropped = 0;
   std::vector<redis::ProbeSample> probe_samples;
+  // The figures of every request of the capture, where it let some go (below); else unset, and the
+  // report reads them from probe_samples.
+  std::optional<redis::ClientLatency> probe_whole;
+  // Where the capture let items of its time series go (samples, timeline, probe_samples, counters),
+  // outside its forks' windows and the windows before them (report/retention.h); oldest first.
+  std::vector<correlate::Window> series_let_go;
 };
 
 // One record of each kind, as inputs_to_json writes it (the daemon's recordings use them too).
@@ -118,6 +124,10 @@ std::optional<proc::SchedStat> sched_stat_from(const nlohmann::json& j);
 // The host's kernel and THP settings; folio_modes only when the kernel has them.
 nlohmann::ordered_json system_json(const proc::SystemInfo& s);
 proc::SystemInfo system_from(const nlohmann::json& j);
+// The probe's figures over a window, as the report's forks[].client_latency_during writes them; null
+// for nullopt.
+nlohmann::ordered_json client_latency_json(const std::optional<redis::ClientLatency>& c);
+std::optional<redis::ClientLatency> client_latency_from(const nlohmann::json& v);
 // A window's disk calls, as the report's forks[].fsync_during writes them; null for nullopt.
 nlohmann::ordered_json fsync_json(const std::optional<correlate::FsyncWindow>& w);
 std::optional<correlate::FsyncWindow> fsync_from(const nlohmann::json& v);

@@ -38,12 +38,6 @@ int64_t realtime_from_rfc3339(const std::string& s) {
   return static_cast<int64_t>(::timegm(&t)) * 1'000'000'000 + int64_t{ms} * 1'000'000;
 }
 
-ordered_json client_latency_json(const std::optional<redis::ClientLatency>& c) {
-  if (!c) return nullptr;
-  return {{"samples", c->samples}, {"p50_us", c->p50_us}, {"p99_us", c->p99_us},
-          {"p999_us", c->p999_us}, {"max_us", c->max_us}, {"over_timeout", c->over_timeout}};
-}
-
 // A kernel timestamp as ms from the capture's start (negative before it); null when unset (0).
 ordered_json offset_ms(uint64_t ts_ns, uint64_t start_ns) {
   if (ts_ns == 0) return nullptr;
@@ -108,13 +102,6 @@ std::optional<uint64_t> opt_u64(const json& v) { return v.is_null() ? std::nullo
 uint64_t ts_from(const json& v, uint64_t start_ns) {
   if (v.is_null()) return 0;
   return static_cast<uint64_t>(static_cast<int64_t>(start_ns) + std::llround(v.get<double>() * 1e6));
-}
-
-std::optional<redis::ClientLatency> client_latency_from(const json& v) {
-  if (v.is_null()) return std::nullopt;
-  return redis::ClientLatency{v.at("samples").get<uint64_t>(), v.at("p50_us").get<double>(),
-                              v.at("p99_us").get<double>(),    v.at("p999_us").get<double>(),
-                              v.at("max_us").get<double>(),    v.at("over_timeout").get<uint64_t>()};
 }
 
 std::optional<correlate::LatencyWindow> latency_from(const json& v) {
