@@ -213,6 +213,10 @@ report::CaptureInputs CaptureSession::run() {
   };
   const auto on_event = [&](const thptrace_event& e) {
     if (disk.on_event(e)) return;
+    // A stall's and a collapse's counts are the kernel's (the target's and the episodes' counters):
+    // their records carry nothing else the report reads, and under memory pressure they come by the
+    // thousand. What is kept grows with the forks only.
+    if (e.type == EV_STALL || e.type == EV_COLLAPSE) return;
     retention.on_event(e);
     inputs_.events.push_back(e);
     pace.on_event(e);
