@@ -8,7 +8,7 @@
 #include "fuzz_check.h"
 #include "redis/address.h"
 
-// Declared by daemon/daemon.h, whose other includes need the BPF skeletons (CMakeLists.txt).
+// Declared by daemon/discovery.h, whose library needs the BPF skeletons (CMakeLists.txt).
 namespace thptrace::daemon {
 std::string address_from_title(const std::string& cmdline);
 }

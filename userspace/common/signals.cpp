@@ -8,6 +8,7 @@ namespace thptrace {
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_reload{false};
 
 void on_signal(int) { g_stop = true; }
 
@@ -22,6 +23,15 @@ void install_stop_handlers() {
   sa.sa_flags = 0;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+}
+
+bool take_reload_request() { return g_reload.exchange(false); }
+
+void install_reload_handler() {
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { g_reload = true; };
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGHUP, &sa, nullptr);
 }
 
 }  // namespace thptrace

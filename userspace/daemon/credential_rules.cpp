@@ -4,7 +4,9 @@
 #include <fnmatch.h>
 #include <sys/stat.h>
 
+#include "common/log.h"
 #include "proc/proc.h"
+#include "redis/tls.h"
 
 namespace thptrace::daemon {
 
@@ -76,6 +78,32 @@ RuleMatch match_rule(const std::vector<LoadedRule>& rules, const std::string& la
     if (::fnmatch(glob, label.c_str(), 0) == 0) return {static_cast<int>(i), false};
   }
   return {};
+}
+
+std::optional<Logins> Logins::load(const redis::ConnectionSettings& settings, const std::vector<CredentialRule>& rules,
+                                   bool discover, std::string* error) {
+  auto credentials = redis::load_credentials(settings, error);
+  if (!credentials) return std::nullopt;
+  auto loaded = load_credential_rules(rules, settings.user, error);
+  if (!loaded) return std::nullopt;
+  Logins out;
+  out.default_user_ = settings.user;
+  out.credentials_ = std::move(*credentials);
+  out.rules_ = std::move(*loaded);
+  if (discover) {
+    out.discovery_tls_ = out.credentials_.tls;
+    // Without --redis-tls a discovered TLS port is still tried, against this system's CAs, so that
+    // the reason it cannot be reached (an unknown CA, most likely) is the one reported.
+    std::string why;
+    if (!out.discovery_tls_) out.discovery_tls_ = redis::TlsContext::create({}, &why);
+    if (!out.discovery_tls_) log::debug("discovered TLS ports will not be tried: {}", why);
+  }
+  return out;
+}
+
+Login Logins::of(int rule) const {
+  if (rule >= 0) return rules_.at(static_cast<size_t>(rule)).login;
+  return {default_user_, credentials_.password};
 }
 
 }  // namespace thptrace::daemon

@@ -11,11 +11,13 @@
 // directory holding `password` and, optionally, `username` (a Secret of type kubernetes.io/basic-auth
 // mounted as a volume), or a file whose first line is the password (the user then is --redis-user).
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "proc/container.h"
+#include "redis/credentials.h"
 
 namespace thptrace::daemon {
 
@@ -53,5 +55,36 @@ struct RuleMatch {
 // The rule for a target with this label, in the pod `names` says (empty names: a bare host, or an
 // address given with --redis whose process is not known yet).
 RuleMatch match_rule(const std::vector<LoadedRule>& rules, const std::string& label, const proc::ContainerNames& names);
+
+// The logins the daemon sends, read at start and again on SIGHUP: --redis-user, --redis-password-file
+// and --redis-tls (redis::Credentials), the --redis-auth rules, and the TLS context discovered TLS
+// ports are tried with (--redis-tls's, else the system's CAs; with discover).
+class Logins {
+ public:
+  // Reads every file; nullopt and one sentence in *error when one cannot be read.
+  static std::optional<Logins> load(const redis::ConnectionSettings& settings, const std::vector<CredentialRule>& rules,
+                                    bool discover, std::string* error);
+
+  // The login a target whose rule is `rule` is sent (-1: --redis-user and --redis-password-file).
+  Login of(int rule) const;
+  // The rule for a target with this label in the pod `names` says (see match_rule).
+  RuleMatch match(const std::string& label, const proc::ContainerNames& names) const {
+    return match_rule(rules_, label, names);
+  }
+  // What rule `rule` matches, as given.
+  const std::string& rule_text(int rule) const { return rules_.at(static_cast<size_t>(rule)).match; }
+  bool has_rules() const { return !rules_.empty(); }
+  // --redis-tls's context (null without it), for the addresses given with --redis.
+  const redis::Credentials& credentials() const { return credentials_; }
+  // The TLS context discovered TLS ports are tried with (null without discover, or when the system's
+  // CAs cannot be read).
+  const std::shared_ptr<const redis::TlsContext>& discovery_tls() const { return discovery_tls_; }
+
+ private:
+  std::string default_user_;
+  redis::Credentials credentials_;
+  std::vector<LoadedRule> rules_;
+  std::shared_ptr<const redis::TlsContext> discovery_tls_;
+};
 
 }  // namespace thptrace::daemon

@@ -1,14 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "daemon/daemon.h"
 
-#include <dirent.h>
 #include <fmt/core.h>
 #include <linux/capability.h>
 #include <malloc.h>
 
 #include <algorithm>
-#include <atomic>
-#include <csignal>
 #include <fstream>
 #include <thread>
 
@@ -31,8 +28,6 @@ const std::vector<int> kDaemonCapabilities = {CAP_BPF, CAP_PERFMON, CAP_SYS_ADMI
 // setns(CLONE_NEWNET) and opening another process's /proc/PID/ns/net and /proc/PID/root.
 const std::vector<int> kNetnsCapabilities = {CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH};
 
-std::atomic<bool> g_reload{false};  // SIGHUP: read the password and TLS files again
-
 // A poller's thread parses what the network sends: it holds nothing, but for a server in another
 // network namespace what entering it takes, raised only around the setns (redis/transport.cpp).
 std::unique_ptr<redis::Watcher> start_watcher(redis::Watcher::Options o) {
@@ -40,50 +35,15 @@ std::unique_ptr<redis::Watcher> start_watcher(redis::Watcher::Options o) {
   return in_thread_holding("thptrace-watch", caps, [&] { return std::make_unique<redis::Watcher>(std::move(o)); });
 }
 
-std::vector<pid_t> redis_server_pids() {
-  std::vector<pid_t> out;
-  DIR* d = ::opendir("/proc");
-  if (!d) return out;
-  while (dirent* e = ::readdir(d)) {
-    char* end = nullptr;
-    const long pid = std::strtol(e->d_name, &end, 10);
-    if (*end != '\0' || pid <= 0) continue;
-    const auto comm = proc::read_file("/proc/" + std::string(e->d_name) + "/comm", 64);
-    if (comm && (comm->rfind("redis-server", 0) == 0 || comm->rfind("valkey-server", 0) == 0))
-      out.push_back(static_cast<pid_t>(pid));
-  }
-  ::closedir(d);
-  return out;
-}
-
 }  // namespace
-
-std::string address_from_title(const std::string& cmdline) {
-  // Redis rewrites its title to "redis-server HOST:PORT" (plus " [cluster]" and the like).
-  std::string title = cmdline;
-  std::replace(title.begin(), title.end(), '\0', ' ');
-  const auto sp = title.find(' ');
-  if (sp == std::string::npos) return {};
-  std::string addr = title.substr(sp + 1);
-  addr = addr.substr(0, addr.find(' '));
-  auto parsed = redis::parse_address(addr);
-  if (!parsed) return {};
-  if (parsed->host == "*" || parsed->host == "0.0.0.0" || parsed->host == "::" || parsed->host.empty())
-    parsed->host = "127.0.0.1";
-  return parsed->str();
-}
 
 Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
   {
     std::string error;
-    auto credentials = redis::load_credentials(options_.redis_settings, &error);
-    if (!credentials) throw FatalError(kExitUsage, error);
-    credentials_ = std::move(*credentials);
-    auto rules = load_credential_rules(options_.redis_auth, options_.redis_settings.user, &error);
-    if (!rules) throw FatalError(kExitUsage, error);
-    auth_rules_ = std::move(*rules);
+    auto logins = Logins::load(options_.redis_settings, options_.redis_auth, options_.discover, &error);
+    if (!logins) throw FatalError(kExitUsage, error);
+    logins_ = std::move(*logins);
   }
-  if (options_.discover) discover_tls_ = discovery_tls();
   require_vmlinux_btf();
   // The uprobes are loaded whenever they may be used: which entry points a process gives is decided
   // per process when its uprobes are attached (Debian's redis-server, Valkey, a from-source build).
@@ -105,13 +65,15 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
   for (const auto& text : options_.redis) {
     const auto addr = redis::parse_address(text);
     if (!addr) throw FatalError(kExitUsage, "--redis " + text + ": expected " + redis::kAddressForms + ".");
-    add_target(addr->str(), {{*addr, redis::tls_for(credentials_, *addr)}}, 0, false, 0,
-               match_rule(auth_rules_, addr->str(), {}).index);
+    add_target({.label = addr->str(),
+                .routes = {{*addr, redis::tls_for(logins_.credentials(), *addr)}},
+                .auth_rule = logins_.match(addr->str(), {}).index},
+               0);
   }
   for (const int pid : options_.pids) {
     const auto st = proc::read_status(pid);
     if (!st) throw FatalError(kExitUsage, fmt::format("no process with pid {} exists.", pid));
-    add_target(st->name, {}, pid, false);
+    add_target({.label = st->name}, pid);
   }
   metrics_.serve(options_.listen, options_.web);
 }
@@ -128,61 +90,58 @@ Daemon::~Daemon() {
   for (auto& s : stopping) s.join();
 }
 
-Daemon::Target& Daemon::add_target(const std::string& label, std::vector<redis::Route> routes, pid_t pid,
-                                   bool discovered, pid_t netns_pid, int auth_rule) {
+Daemon::Target& Daemon::add_target(Identity who, pid_t pid) {
   auto t = std::make_unique<Target>();
-  t->label = label;
-  t->auth_rule = auth_rule;
-  const Login login = login_of(*t);
-  if (auth_rule >= 0) log::debug("{}: sent the login of --redis-auth {}", label, auth_rules_[auth_rule].match);
-  if (!routes.empty()) t->address = routes.front().address;
-  t->routes = routes;
-  t->netns_pid = netns_pid;
-  t->discovered = discovered;
-  t->first_locate_pending = !routes.empty() && !pid;
-  t->id = exporter_->add_target(label, !routes.empty());
+  const bool redis_side = !who.routes.empty();
+  if (redis_side) who.address = who.routes.front().address;
+  who.id = exporter_->add_target(who.label, redis_side);
+  t->who = std::move(who);
+  if (t->who.auth_rule >= 0)
+    log::debug("{}: sent the login of --redis-auth {}", t->who.label, logins_.rule_text(t->who.auth_rule));
+  if (redis_side && !pid) t->locate.await_first();
   if (pid) follow_pid(*t, pid);
-  if (!routes.empty()) {
-    const Exporter::TargetId id = t->id;
-    t->watcher = start_watcher(
-        redis::Watcher::Options{.address = routes.front().address,
-                                .user = login.user,
-                                .password = login.password,
-                                .tls = routes.front().tls,
-                                .netns_pid = netns_pid,
-                                .outside = routes.front().outside,
-                                .withheld = routes.front().withheld,
-                                .more_routes = std::vector<redis::Route>(routes.begin() + 1, routes.end()),
-                                .interval = std::chrono::milliseconds(options_.poll_interval_ms),
-                                .idle_interval = std::chrono::milliseconds(options_.idle_poll_interval_ms),
-                                .idle_extras_interval = kIdleExtrasEvery,
-                                .keep_history = false,
-                                .on_snapshot = [this, id](const redis::Snapshot& s) {
-                                  std::lock_guard lock(inbox_mu_);
-                                  inbox_.emplace_back(id, s);
-                                }});
-    if (options_.latency_probe_hz) {
-      // One thread sends the requests of every target in our own network namespace, holding
-      // nothing; another those of the targets in a container's, holding what entering it needs
-      // (permitted, raised only by a connect's own short-lived thread around setns).
-      auto& loop = probe_loops_[netns_pid ? 1 : 0];
-      if (!loop)
-        loop = in_thread_holding("thptrace-probe", netns_pid ? kNetnsCapabilities : std::vector<int>{},
-                                 [] { return std::make_shared<redis::ProbeLoop>(); });
-      t->probe = std::make_unique<redis::LatencyProbe>(
-          redis::LatencyProbe::Options{.routes = routes,
-                                       .connect = {.user = login.user,
-                                                   .password = login.password,
-                                                   .timeout = std::chrono::milliseconds(2000),
-                                                   .ping = routes.size() > 1},
-                                       .netns_pid = netns_pid,
-                                       .hz = options_.latency_probe_hz,
-                                       .idle_hz = options_.latency_probe_idle_hz},
-          loop);
-    }
-  }
+  if (redis_side) start_redis_side(*t);
   targets_.push_back(std::move(t));
   return *targets_.back();
+}
+
+void Daemon::start_redis_side(Target& t) {
+  const std::vector<redis::Route>& routes = t.who.routes;
+  const pid_t netns_pid = t.who.netns_pid;
+  const Login login = logins_.of(t.who.auth_rule);
+  const Exporter::TargetId id = t.who.id;
+  t.watcher = start_watcher(
+      redis::Watcher::Options{.address = routes.front().address,
+                              .user = login.user,
+                              .password = login.password,
+                              .tls = routes.front().tls,
+                              .netns_pid = netns_pid,
+                              .outside = routes.front().outside,
+                              .withheld = routes.front().withheld,
+                              .more_routes = std::vector<redis::Route>(routes.begin() + 1, routes.end()),
+                              .interval = std::chrono::milliseconds(options_.poll_interval_ms),
+                              .idle_interval = std::chrono::milliseconds(options_.idle_poll_interval_ms),
+                              .idle_extras_interval = kIdleExtrasEvery,
+                              .keep_history = false,
+                              .on_snapshot = [this, id](const redis::Snapshot& s) { inbox_.post(id, s); }});
+  if (!options_.latency_probe_hz) return;
+  // One thread sends the requests of every target in our own network namespace, holding nothing;
+  // another those of the targets in a container's, holding what entering it needs (permitted,
+  // raised only by a connect's own short-lived thread around setns).
+  auto& loop = probe_loops_[netns_pid ? 1 : 0];
+  if (!loop)
+    loop = in_thread_holding("thptrace-probe", netns_pid ? kNetnsCapabilities : std::vector<int>{},
+                             [] { return std::make_shared<redis::ProbeLoop>(); });
+  t.probe = std::make_unique<redis::LatencyProbe>(
+      redis::LatencyProbe::Options{.routes = routes,
+                                   .connect = {.user = login.user,
+                                               .password = login.password,
+                                               .timeout = std::chrono::milliseconds(2000),
+                                               .ping = routes.size() > 1},
+                                   .netns_pid = netns_pid,
+                                   .hz = options_.latency_probe_hz,
+                                   .idle_hz = options_.latency_probe_idle_hz},
+      loop);
 }
 
 void Daemon::follow_pid(Target& t, pid_t pid) {
@@ -190,26 +149,26 @@ void Daemon::follow_pid(Target& t, pid_t pid) {
   if (t.pid) {
     tracer_->unwatch(t.pid);
     tracer_->detach_uprobes(t.pid);
-    log::debug("{}: pid {} replaced by {}", t.label, t.pid, pid);
+    log::debug("{}: pid {} replaced by {}", t.who.label, t.pid, pid);
   }
   t.pid = pid;
   t.sample = {};
   t.sample_cadence.reset();
-  exporter_->follow(t.id, pid, pid ? proc::container_names(pid) : proc::ContainerNames{});
+  exporter_->follow(t.who.id, pid, pid ? proc::container_names(pid) : proc::ContainerNames{});
   t.untraced = false;
-  metrics_.set_untraced(t.label, false);
+  metrics_.set_untraced(t.who.label, false);
   if (pid) trace_pid(t);
 }
 
 void Daemon::lose_process(Target& t) {
   follow_pid(t, 0);
-  if (t.discovered) {
+  if (t.who.discovered) {
     t.exited = true;
   } else if (t.watcher) {
-    t.first_locate_pending = true;
+    t.locate.await_first();
   }
-  t.lost_ns = proc::monotonic_ns();
-  t.locate_pacing.process_gone();
+  t.locate.lost_ns = proc::monotonic_ns();
+  t.locate.pacing.process_gone();
 }
 
 void Daemon::remove_exited() {
@@ -217,8 +176,8 @@ void Daemon::remove_exited() {
                 [](const auto& f) { return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready; });
   std::erase_if(targets_, [this](std::unique_ptr<Target>& t) {
     if (!t->exited) return false;
-    log::warn("{}: the discovered server exited; no longer watched", t->label);
-    exporter_->remove_target(t->id);
+    log::warn("{}: the discovered server exited; no longer watched", t->who.label);
+    exporter_->remove_target(t->who.id);
     if (t->watcher) retiring_.push_back(std::async(std::launch::async, [w = std::move(t->watcher)] { w->stop(); }));
     if (t->probe) retiring_.push_back(std::async(std::launch::async, [p = std::move(t->probe)] { p->stop(); }));
     return true;
@@ -228,18 +187,19 @@ void Daemon::remove_exited() {
 void Daemon::resolve(Target& t, int64_t process_id) {
   // A poll answered just before a restart can arrive after the old process's exit; a server may
   // also change its process_id at every poll: either way one search at a time, a few seconds apart.
-  if (!t.locate_pacing.try_start(std::chrono::steady_clock::now())) return;
-  const Login login = login_of(t);
-  Locator::Request r{.target = t.id,
+  if (!t.locate.pacing.try_start(std::chrono::steady_clock::now())) return;
+  const Login login = logins_.of(t.who.auth_rule);
+  Locator::Request r{.target = t.who.id,
                      .tcp = {},
                      .connect = {.user = login.user,
                                  .password = login.password,
                                  .timeout = std::chrono::milliseconds(2000),
-                                 .netns_pid = t.netns_pid},
+                                 .netns_pid = t.who.netns_pid},
                      .process_id = process_id};
-  const auto tcp = std::find_if(t.routes.begin(), t.routes.end(), [](const auto& r) { return !r.address.is_unix(); });
-  if (tcp != t.routes.end()) r.tcp = *tcp;
-  if (tcp != t.routes.end() && !tcp->withheld.empty()) r.connect.user = r.connect.password = "";
+  const auto tcp =
+      std::find_if(t.who.routes.begin(), t.who.routes.end(), [](const auto& r) { return !r.address.is_unix(); });
+  if (tcp != t.who.routes.end()) r.tcp = *tcp;
+  if (tcp != t.who.routes.end() && !tcp->withheld.empty()) r.connect.user = r.connect.password = "";
   locator_.submit(std::move(r));
 }
 
@@ -247,43 +207,35 @@ void Daemon::on_located(const Locator::Result& r) {
   Target* tp = target_by_id(r.target);
   if (!tp || tp->exited) return;
   Target& t = *tp;
-  t.locate_pacing.finished();
+  t.locate.pacing.finished();
   follow_located(t, r);
   // Found or not, the polls held for this search go out now, after the follow.
-  release_held(t);
+  export_polls(t, t.locate.release());
 }
 
-void Daemon::release_held(Target& t) {
-  t.first_locate_pending = false;
-  export_held(t);
-}
-
-void Daemon::export_held(Target& t) {
-  for (const auto& s : t.held) exporter_->on_snapshot(t.id, s);
-  t.held.clear();
+void Daemon::export_polls(const Target& t, const std::vector<redis::Snapshot>& polls) {
+  for (const auto& s : polls) exporter_->on_snapshot(t.who.id, s);
 }
 
 void Daemon::follow_located(Target& t, const Locator::Result& r) {
   proc::Resolution found = r.found;
-  if (found.pid && t.discovered && t.pid && found.pid != t.pid)
+  if (found.pid && t.who.discovered && t.pid && found.pid != t.pid)
     found = {
         .pid = 0,
         .how = {},
         .error = fmt::format("the server behind its routes is pid {}, not pid {} that discovery found; not followed",
                              found.pid, t.pid)};
   if (!found.pid) {
-    if (found.error == t.last_resolve_error && !t.resolve_error_logged) {
-      log::warn("{}: {}", t.label, found.error);
-      t.resolve_error_logged = true;
+    switch (t.locate.failed(found.error)) {
+      case TargetLocate::Tell::warn: log::warn("{}: {}", t.who.label, found.error); break;
+      case TargetLocate::Tell::debug: log::debug("{}: {}", t.who.label, found.error); break;
+      case TargetLocate::Tell::nothing: break;
     }
-    if (found.error != t.last_resolve_error) log::debug("{}: {}", t.label, found.error);
-    t.last_resolve_error = found.error;
     return;
   }
-  t.last_resolve_error.clear();
-  t.resolve_error_logged = false;
-  t.resolved_process_id = r.process_id;
-  log::debug("{}: host pid {}: {}", t.label, found.pid, found.how);
+  t.locate.found();
+  t.locate.resolved_process_id = r.process_id;
+  log::debug("{}: host pid {}: {}", t.who.label, found.pid, found.how);
   follow_pid(t, found.pid);
 }
 
@@ -295,17 +247,12 @@ Daemon::Target* Daemon::target_of(pid_t tgid) {
 
 Daemon::Target* Daemon::target_by_id(Exporter::TargetId id) {
   for (auto& t : targets_)
-    if (t->id == id) return t.get();
+    if (t->who.id == id) return t.get();
   return nullptr;
 }
 
 void Daemon::drain_snapshots() {
-  std::vector<std::pair<Exporter::TargetId, redis::Snapshot>> batch;
-  {
-    std::lock_guard lock(inbox_mu_);
-    batch.swap(inbox_);
-  }
-  for (auto& [id, s] : batch) {
+  for (auto& [id, s] : inbox_.take()) {
     Target* t = target_by_id(id);
     if (!t || t->exited) continue;
     if (s.up) consider_locating(*t, s);
@@ -313,20 +260,17 @@ void Daemon::drain_snapshots() {
     // bounded few, then all go out in order): exported once its process is traced, so that a
     // server a scrape shows up is traced already. Polls while no search runs go out at once; a
     // server that first refused us (its polls all down) is held from its first answer on.
-    if (t->first_locate_pending && t->locate_pacing.in_flight() && t->held.size() < kMaxHeld) {
-      t->held.push_back(std::move(s));
-      continue;
-    }
-    export_held(*t);
-    exporter_->on_snapshot(t->id, s);
+    if (t->locate.hold(s)) continue;
+    export_polls(*t, t->locate.take_held());
+    exporter_->on_snapshot(t->who.id, s);
   }
 }
 
 void Daemon::consider_locating(Target& t, const redis::Snapshot& s) {
   // A server discovered in /proc is reached by its own listeners: the first INFO's process_id is
   // that process's (in its own PID namespace).
-  if (t.discovered && t.pid && !t.resolved_process_id) {
-    t.resolved_process_id = s.process_id;
+  if (t.who.discovered && t.pid && !t.locate.resolved_process_id) {
+    t.locate.resolved_process_id = s.process_id;
     return;
   }
   // No process yet (never found, or exited), or a new process_id (a restart): find the server's
@@ -334,27 +278,27 @@ void Daemon::consider_locating(Target& t, const redis::Snapshot& s) {
   // not change across a restart; the exit record clears pid then). A poll sent before the exit was
   // seen was answered by the process that exited: searching for it would only fail, and hold the
   // search for its successor a few seconds (LocatePacing).
-  if (!t.pid && s.sent_ns && s.sent_ns <= t.lost_ns) return;
-  if (!t.pid || s.process_id != t.resolved_process_id) resolve(t, s.process_id);
+  if (!t.pid && s.sent_ns && s.sent_ns <= t.locate.lost_ns) return;
+  if (!t.pid || s.process_id != t.locate.resolved_process_id) resolve(t, s.process_id);
 }
 
 void Daemon::on_event(const thptrace_event& e) {
   Target* t = target_of(static_cast<pid_t>(e.tgid));
   if (!t) return;
-  exporter_->on_event(t->id, e);
+  exporter_->on_event(t->who.id, e);
   // Polls go slowly while no fork is in progress: a fork, a child's exit and the server's exit each
   // get a poll at once (the reason of a fork without uprobes is read from the polls around it).
   if (e.type == EV_FORK && t->probe) t->probe->fork_began(e.start_ns ? e.start_ns : e.ts_ns);
   if (e.type == EV_FORK || e.type == EV_CHILD_EXIT) pace_poller(*t);
   if (e.type == EV_TARGET_EXIT && t->watcher) t->watcher->wake(false);
   if (e.type == EV_TARGET_EXIT) {
-    log::debug("{}: pid {} exited", t->label, t->pid);
+    log::debug("{}: pid {} exited", t->who.label, t->pid);
     lose_process(*t);
   }
 }
 
 void Daemon::pace_poller(Target& t) {
-  const bool busy = !exporter_->open_children(t.id).empty();
+  const bool busy = !exporter_->open_children(t.who.id).empty();
   if (t.watcher) t.watcher->wake(busy);
   if (t.probe) t.probe->set_busy(busy);
 }
@@ -368,8 +312,8 @@ void Daemon::read_targets() {
   const auto now = std::chrono::steady_clock::now();
   for (auto& t : targets_) {
     report_reachability(*t);
-    if (t->probe) exporter_->on_probe_samples(t->id, t->probe->take());
-    const bool busy = t->pid && !exporter_->open_children(t->id).empty();
+    if (t->probe) exporter_->on_probe_samples(t->who.id, t->probe->take());
+    const bool busy = t->pid && !exporter_->open_children(t->who.id).empty();
     if (t->watcher) t->watcher->set_busy(busy);
     if (t->probe) t->probe->set_busy(busy);
     if (t->pid && !proc::process_exists(t->pid)) lose_process(*t);
@@ -379,17 +323,17 @@ void Daemon::read_targets() {
       t->sample = proc::take_sample(t->pid, system);
     // RSS from statm in every round, so the series does not switch between two sources.
     t->sample = proc::refresh_sample(t->pid, system, std::move(t->sample));
-    h.targets.push_back({t->id, counters, t->sample});
+    h.targets.push_back({t->who.id, counters, t->sample});
   }
   h.dropped = tracer_->dropped();
   exporter_->on_readings(h);
-  if (std::chrono::steady_clock::now() >= next_reap_) reap_kernel_maps();
+  if (std::chrono::steady_clock::now() >= kernel_maps_.next_reap) reap_kernel_maps();
 }
 
 void Daemon::discover() {
   std::erase_if(declined_, [](pid_t pid) { return !proc::process_exists(pid); });
-  auto discovered =
-      static_cast<size_t>(std::count_if(targets_.begin(), targets_.end(), [](const auto& t) { return t->discovered; }));
+  auto discovered = static_cast<size_t>(
+      std::count_if(targets_.begin(), targets_.end(), [](const auto& t) { return t->who.discovered; }));
   for (const pid_t pid : redis_server_pids()) {
     if (target_of(pid)) continue;
     if (discovered >= options_.max_discovered) {
@@ -401,27 +345,19 @@ void Daemon::discover() {
     }
     const std::string addr_text = address_from_title(proc::read_file("/proc/" + std::to_string(pid) + "/cmdline", 4096).value_or(""));
     const proc::ContainerNames names = proc::container_names(pid);
-    auto found = discover_server(pid, addr_text, discover_tls_, false);
+    auto found = discover_server(pid, addr_text, logins_.discovery_tls(), false);
     if (found.netns_pid)
       found.label = container_scoped_label(found.label, names, proc::in_other_network_namespace(pid));
-    // Its login: a --redis-auth rule's for its label or its pod, else the daemon's own. A rule that
-    // named its pod is the operator's word for where that login goes (the runtime, not the process,
-    // recorded the pod's name); any other login goes where the credential policy allows.
-    const RuleMatch rule = match_rule(auth_rules_, found.label, names);
-    // TLS first when there is a password to send: it goes where a certificate was verified first
-    // (plan_routes' tls_first order, kept otherwise).
-    if (!(rule.index >= 0 ? auth_rules_[rule.index].login.password : credentials_.password).empty())
-      std::stable_partition(found.routes.begin(), found.routes.end(), [](const auto& r) { return r.tls != nullptr; });
-    std::string why_not_exe;
-    const bool exe_allowed =
-        rule.by_pod || runs_allowed_executable(pid, options_.discover_credentials_exe, &why_not_exe);
-    withhold_credentials(found, {options_.discover_credentials_exe, options_.discover_credentials_address}, exe_allowed,
-                         why_not_exe);
+    // Its login: a --redis-auth rule's for its label or its pod, else the daemon's own.
+    const RuleMatch rule = logins_.match(found.label, names);
+    apply_credential_policy(found, pid, rule.by_pod, !logins_.of(rule.index).password.empty(),
+                            {options_.discover_credentials_exe, options_.discover_credentials_address});
     // An instance already watched by address picks up its new pid through INFO. A server with no
     // listener to tell it by gets a shared label: labels never carry a pid.
-    const bool known = found.label != "redis-server" && std::any_of(targets_.begin(), targets_.end(), [&](const auto& t) {
-      return t->label == found.label || (t->address && t->address->str() == found.label);
-    });
+    const bool known =
+        found.label != "redis-server" && std::any_of(targets_.begin(), targets_.end(), [&](const auto& t) {
+          return t->who.label == found.label || (t->who.address && t->who.address->str() == found.label);
+        });
     if (known) continue;
     std::string routes;
     for (const auto& r : found.routes) routes += (routes.empty() ? "" : ", ") + r.address.str() + (r.tls ? " (TLS)" : "");
@@ -431,62 +367,46 @@ void Daemon::discover() {
           "CAP_SYS_ADMIN): reaching it from outside, by {}",
           pid, found.netns_refused, routes.empty() ? "no address (it listens on loopback only)" : routes);
     log::debug("discovered redis-server pid {} as {}; reaching it by {}", pid, found.label, routes.empty() ? "nothing" : routes);
-    add_target(found.label, std::move(found.routes), pid, true, found.netns_pid, rule.index);
+    add_target({.label = found.label,
+                .discovered = true,
+                .routes = std::move(found.routes),
+                .auth_rule = rule.index,
+                .netns_pid = found.netns_pid},
+               pid);
     declined_.erase(pid);
     ++discovered;
   }
 }
 
-std::shared_ptr<const redis::TlsContext> Daemon::discovery_tls() const {
-  if (credentials_.tls) return credentials_.tls;
-  // Without --redis-tls a discovered TLS port is still tried, against this system's CAs, so that
-  // the reason it cannot be reached (an unknown CA, most likely) is the one reported.
-  std::string error;
-  auto tls = redis::TlsContext::create({}, &error);
-  if (!tls) log::debug("discovered TLS ports will not be tried: {}", error);
-  return tls;
-}
-
 void Daemon::reload_credentials() {
   std::string error;
-  auto credentials = redis::load_credentials(options_.redis_settings, &error);
-  if (!credentials) {
+  auto logins = Logins::load(options_.redis_settings, options_.redis_auth, options_.discover, &error);
+  if (!logins) {
     log::warn("SIGHUP: {} Keeping the credentials already loaded.", error);
     return;
   }
-  auto rules = load_credential_rules(options_.redis_auth, options_.redis_settings.user, &error);
-  if (!rules) {
-    log::warn("SIGHUP: {} Keeping the credentials already loaded.", error);
-    return;
-  }
-  credentials_ = std::move(*credentials);
-  auth_rules_ = std::move(*rules);
-  if (options_.discover) discover_tls_ = discovery_tls();
+  logins_ = std::move(*logins);
   for (auto& t : targets_) {
-    Login login = login_of(*t);
+    Login login = logins_.of(t->who.auth_rule);
     if (t->watcher)
-      t->watcher->set_credentials(login.user, login.password, t->discovered ? discover_tls_ : credentials_.tls);
+      t->watcher->set_credentials(login.user, login.password,
+                                  t->who.discovered ? logins_.discovery_tls() : logins_.credentials().tls);
     if (t->probe) t->probe->set_credentials(std::move(login.user), std::move(login.password));
   }
   fmt::print(stderr, "thptrace: SIGHUP: reloaded the Redis password{} and TLS files\n",
-             auth_rules_.empty() ? "" : ", --redis-auth");
-}
-
-Login Daemon::login_of(const Target& t) const {
-  if (t.auth_rule >= 0) return auth_rules_[t.auth_rule].login;
-  return {options_.redis_settings.user, credentials_.password};
+             logins_.has_rules() ? ", --redis-auth" : "");
 }
 
 void Daemon::report_reachability(Target& t) {
   if (!t.watcher) return;
   if (t.watcher->up()) {
-    if (!t.reported_error.empty()) log::warn("{}: Redis reachable again by {}", t.label, t.watcher->route());
+    if (!t.reported_error.empty()) log::warn("{}: Redis reachable again by {}", t.who.label, t.watcher->route());
     t.reported_error.clear();
     return;
   }
   const std::string why = t.watcher->last_error();
   if (why.empty() || why == t.reported_error) return;
-  log::warn("{}: Redis not reachable ({}); its kernel side is still traced", t.label, why);
+  log::warn("{}: Redis not reachable ({}); its kernel side is still traced", t.who.label, why);
   t.reported_error = why;
 }
 
@@ -502,7 +422,7 @@ int Daemon::run() {
       return kExitRuntime;
     }
     remove_exited();
-    if (g_reload.exchange(false)) reload_credentials();
+    if (take_reload_request()) reload_credentials();
     drain_snapshots();
     for (const auto& r : locator_.take()) on_located(r);
     exporter_->export_settled(proc::monotonic_ns());
@@ -534,10 +454,7 @@ int daemon_main(int argc, char** argv) {
   // restart. A fixed threshold keeps large buffers in their own mappings, returned when freed.
   ::mallopt(M_MMAP_THRESHOLD, 128 * 1024);
   install_stop_handlers();
-  struct sigaction sa {};
-  sa.sa_handler = [](int) { g_reload = true; };
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGHUP, &sa, nullptr);
+  install_reload_handler();
   Daemon d(*options);
   return d.run();
 }

@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "daemon/exporter.h"
@@ -30,10 +31,6 @@
 #include "tracer/tracer.h"
 
 namespace thptrace::daemon {
-
-// A redis-server's listening address from its process title ("redis-server 127.0.0.1:6379"), as
-// HOST:PORT with a wildcard host replaced by 127.0.0.1; "" when the title has none.
-std::string address_from_title(const std::string& cmdline);
 
 class Daemon {
  public:
@@ -50,48 +47,57 @@ class Daemon {
   static constexpr std::chrono::milliseconds kIdleExtrasEvery{10'000};
   // A target's server is searched for at most this often, whatever its process_id says.
   static constexpr std::chrono::milliseconds kLocateEvery{5'000};
-  static constexpr size_t kMaxHeld = 64;
 
-  struct Target {
+  // Who a target is and how its Redis is reached: fixed when it is added.
+  struct Identity {
     std::string label;
-    std::optional<redis::Address> address;
-    pid_t pid = 0;
-    bool discovered = false;
-    bool exited = false;  // discovered, and its process is gone: removed by remove_exited()
     Exporter::TargetId id = 0;
-    std::vector<redis::Route> routes;  // how its Redis is reached, in order (none: no Redis side)
-    int auth_rule = -1;                // the --redis-auth rule of its login; -1: the daemon's own
-    pid_t netns_pid = 0;               // see Watcher::Options
-    // The process_id INFO gave when pid was found (from the kernel's socket tables, or /proc for a
-    // discovered server), and the pace of the searches for it (Locator, off the main loop).
-    int64_t resolved_process_id = 0;
-    LocatePacing locate_pacing{kLocateEvery};
-    std::string last_resolve_error;
-    bool resolve_error_logged = false;
-    // No process yet (added by address, or its process exited): its polls are held until the first
-    // search for it has its result (at most kMaxHeld of them).
-    bool first_locate_pending = false;
-    std::vector<redis::Snapshot> held;
-    uint64_t lost_ns = 0;  // CLOCK_MONOTONIC when its last process was seen gone
+    bool discovered = false;
+    std::optional<redis::Address> address{};  // its first route's
+    std::vector<redis::Route> routes{};       // how its Redis is reached, in order (none: no Redis side)
+    int auth_rule = -1;                       // the --redis-auth rule of its login; -1: the daemon's own
+    pid_t netns_pid = 0;                      // see Watcher::Options
+  };
+
+  // Polls handed from the watchers' threads to the main loop, with their target's id.
+  class Inbox {
+   public:
+    void post(Exporter::TargetId id, const redis::Snapshot& s) {
+      std::lock_guard lock(mu_);
+      polls_.emplace_back(id, s);
+    }
+    std::vector<std::pair<Exporter::TargetId, redis::Snapshot>> take() {
+      std::lock_guard lock(mu_);
+      return std::exchange(polls_, {});
+    }
+
+   private:
+    std::mutex mu_;
+    std::vector<std::pair<Exporter::TargetId, redis::Snapshot>> polls_;
+  };
+
+  // One watched server: who it is, its process now, the search for its next one, its Redis side
+  // (polls and latency probe) and its last /proc sample.
+  struct Target {
+    Identity who;
+    pid_t pid = 0;          // 0 while it has no process (added by address, or its process exited)
+    bool exited = false;    // discovered, and its process is gone: removed by remove_exited()
+    bool untraced = false;  // pid set, but the targets map had no room for it
+    TargetLocate locate{kLocateEvery};
     std::unique_ptr<redis::Watcher> watcher;
     std::unique_ptr<redis::LatencyProbe> probe;  // with routes and --latency-probe
     std::string reported_error;                  // the unreachable reason last logged, "" while reachable
-    bool untraced = false;                       // pid set, but the targets map had no room for it
     // The last full /proc sample of pid, refreshed cheaply in the rounds between full ones.
     proc::Sample sample;
     proc::SampleCadence sample_cadence{kIdleExtrasEvery};
   };
 
-  // routes: how to reach its Redis, in order (none: no Redis side); netns_pid: see Watcher::Options;
-  // auth_rule: the --redis-auth rule whose login it is sent, -1 for --redis-user/--redis-password-file.
-  Target& add_target(const std::string& label, std::vector<redis::Route> routes, pid_t pid, bool discovered,
-                     pid_t netns_pid = 0, int auth_rule = -1);
-  // The user and password a target's Redis is sent (routes marked withheld are sent neither).
-  Login login_of(const Target& t) const;
+  // Watches who (its id and address are set here), following pid (0: none known yet).
+  Target& add_target(Identity who, pid_t pid);
+  // Its INFO polls and, with --latency-probe, its latency probe (t has routes).
+  void start_redis_side(Target& t);
   // SIGHUP: reads the password, --redis-auth and TLS files again and hands them to every watcher.
   void reload_credentials();
-  // The TLS context discovered TLS ports are tried with: --redis-tls's, else the system's CAs.
-  std::shared_ptr<const redis::TlsContext> discovery_tls() const;
   // Logs a Redis that became unreachable (with why) or reachable again.
   void report_reachability(Target& t);
   void follow_pid(Target& t, pid_t pid);
@@ -107,12 +113,8 @@ class Daemon {
   void resolve(Target& t, int64_t process_id);
   void on_located(const Locator::Result& r);
   void follow_located(Target& t, const Locator::Result& r);
-  // The first search for t's process has its result: exports the polls held for it, in order, and
-  // holds no more.
-  void release_held(Target& t);
-  // Exports the polls held so far, in order (the first search may not have started yet: a server
-  // that did not answer has no process_id to search for).
-  void export_held(Target& t);
+  // Exports polls of t, in order (those its locate held).
+  void export_polls(const Target& t, const std::vector<redis::Snapshot>& polls);
   // After a poll that answered: starts a search for t's process when it has none or INFO names
   // another one.
   void consider_locating(Target& t, const redis::Snapshot& s);
@@ -135,9 +137,7 @@ class Daemon {
   void pace_poller(Target& t);
 
   DaemonOptions options_;
-  redis::Credentials credentials_;
-  std::vector<LoadedRule> auth_rules_;                     // --redis-auth, in the order given
-  std::shared_ptr<const redis::TlsContext> discover_tls_;  // for discovered TLS ports
+  Logins logins_;  // what each target's Redis is sent (routes marked withheld are sent neither)
   tracer::AttachModes modes_;
   std::unique_ptr<tracer::Tracer> tracer_;
   Metrics metrics_;
@@ -146,14 +146,17 @@ class Daemon {
   // namespace, [1] those in a container's.
   std::array<std::shared_ptr<redis::ProbeLoop>, 2> probe_loops_;
   std::vector<std::unique_ptr<Target>> targets_;
-  std::mutex inbox_mu_;
-  // By target id: a snapshot of a target removed since is dropped.
-  std::vector<std::pair<Exporter::TargetId, redis::Snapshot>> inbox_;
+  // The watchers' polls, by target id (a poll of a target removed since is dropped).
+  Inbox inbox_;
   Locator locator_;
   std::vector<std::future<void>> retiring_;  // watchers and probes of removed targets, stopping
   std::set<pid_t> declined_;                 // servers --max-discovered left out (logged once each)
-  std::chrono::steady_clock::time_point next_reap_{};
-  std::map<std::string, std::pair<uint64_t, uint64_t>> program_cost_;  // name -> (runs, ns) exported
+  // The kernel maps' upkeep (daemon/kernel_maps.cpp): when they are reaped next, and each BPF
+  // program's cost exported so far, by name (runs, ns).
+  struct {
+    std::chrono::steady_clock::time_point next_reap{};
+    std::map<std::string, std::pair<uint64_t, uint64_t>> program_cost;
+  } kernel_maps_;
 };
 
 }  // namespace thptrace::daemon

@@ -143,4 +143,37 @@ DiscoveredServer discover_server(pid_t pid, const std::string& title_address,
   return out;
 }
 
+std::vector<pid_t> redis_server_pids() {
+  std::vector<pid_t> out;
+  for (const pid_t pid : proc::pids()) {
+    const auto comm = proc::read_file("/proc/" + std::to_string(pid) + "/comm", 64);
+    if (comm && (comm->rfind("redis-server", 0) == 0 || comm->rfind("valkey-server", 0) == 0)) out.push_back(pid);
+  }
+  return out;
+}
+
+std::string address_from_title(const std::string& cmdline) {
+  // Redis rewrites its title to "redis-server HOST:PORT" (plus " [cluster]" and the like).
+  std::string title = cmdline;
+  std::replace(title.begin(), title.end(), '\0', ' ');
+  const auto sp = title.find(' ');
+  if (sp == std::string::npos) return {};
+  std::string addr = title.substr(sp + 1);
+  addr = addr.substr(0, addr.find(' '));
+  auto parsed = redis::parse_address(addr);
+  if (!parsed) return {};
+  if (parsed->host == "*" || parsed->host == "0.0.0.0" || parsed->host == "::" || parsed->host.empty())
+    parsed->host = "127.0.0.1";
+  return parsed->str();
+}
+
+void apply_credential_policy(DiscoveredServer& s, pid_t pid, bool by_pod, bool has_password,
+                             const CredentialPolicy& policy) {
+  if (has_password)
+    std::stable_partition(s.routes.begin(), s.routes.end(), [](const auto& r) { return r.tls != nullptr; });
+  std::string why_not_exe;
+  const bool exe_allowed = by_pod || runs_allowed_executable(pid, policy.executables, &why_not_exe);
+  withhold_credentials(s, policy, exe_allowed, why_not_exe);
+}
+
 }  // namespace thptrace::daemon

@@ -15,6 +15,13 @@
 
 namespace thptrace::daemon {
 
+// The redis-server and valkey-server processes running now, by their comm.
+std::vector<pid_t> redis_server_pids();
+
+// A redis-server's listening address from its process title ("redis-server 127.0.0.1:6379"), as
+// HOST:PORT with a wildcard host replaced by 127.0.0.1; "" when the title has none.
+std::string address_from_title(const std::string& cmdline);
+
 struct DiscoveredServer {
   std::string label;                // the title's address, else the first route's; "redis-server" if none
   std::vector<redis::Route> routes;  // in the order to try them
@@ -71,5 +78,14 @@ bool runs_allowed_executable(pid_t pid, const std::vector<std::string>& executab
 // process runs an allowed executable (else why_not_exe says why).
 void withhold_credentials(DiscoveredServer& s, const CredentialPolicy& policy, bool exe_allowed,
                           const std::string& why_not_exe);
+
+// The credential policy for a discovered server about to be sent a login: with a password
+// (has_password), its TLS routes first (the password goes where a certificate was verified first;
+// plan_routes' order kept otherwise); and each route it may not go to withheld. A --redis-auth rule
+// that matched its pod (by_pod) is the operator's word for where the login goes (the runtime, not the
+// process, recorded the pod's name); else the process must run an allowed executable, or the route
+// be an allowed address or TLS.
+void apply_credential_policy(DiscoveredServer& s, pid_t pid, bool by_pod, bool has_password,
+                             const CredentialPolicy& policy);
 
 }  // namespace thptrace::daemon

@@ -32,32 +32,32 @@ bool bpf_stats_enabled() {
 bool Daemon::trace_pid(Target& t) {
   const tracer::Followed followed = tracer_->follow(t.pid, true);
   if (!followed.watched) {
-    metrics_.set_untraced(t.label, true);
+    metrics_.set_untraced(t.who.label, true);
     if (!t.untraced) {
       // Once per process, not once per retry.
-      log::warn("{}: pid {} is not traced: {}; it is retried as watched processes exit (raise --max-targets)", t.label,
-                t.pid, followed.why);
+      log::warn("{}: pid {} is not traced: {}; it is retried as watched processes exit (raise --max-targets)",
+                t.who.label, t.pid, followed.why);
       metrics_.add_watch_failure();
       t.untraced = true;
     }
     return false;
   }
-  if (t.untraced) log::warn("{}: pid {} is traced now", t.label, t.pid);
+  if (t.untraced) log::warn("{}: pid {} is traced now", t.who.label, t.pid);
   t.untraced = false;
-  metrics_.set_untraced(t.label, false);
+  metrics_.set_untraced(t.who.label, false);
   if (modes_.redis.mode == tracer::Mode::uprobe && followed.redis.mode != tracer::Mode::uprobe)
-    log::warn("{}: {}; fork reasons come from INFO", t.label, followed.redis.why);
-  if (!followed.libc_fork) log::debug("{}: {}", t.label, followed.fork_timing);
+    log::warn("{}: {}; fork reasons come from INFO", t.who.label, followed.redis.why);
+  if (!followed.libc_fork) log::debug("{}: {}", t.who.label, followed.fork_timing);
   return true;
 }
 
 void Daemon::reap_kernel_maps() {
-  next_reap_ = std::chrono::steady_clock::now() + kReapEvery;
+  kernel_maps_.next_reap = std::chrono::steady_clock::now() + kReapEvery;
 
   const auto reaped = tracer_->reap_episodes();
   for (const auto& ep : reaped.lost_exits)
     if (Target* t = target_of(static_cast<pid_t>(ep.parent_tgid))) {
-      exporter_->on_lost_exit(t->id, ep);
+      exporter_->on_lost_exit(t->who.id, ep);
       pace_poller(*t);
     }
   if (!reaped.lost_exits.empty() || reaped.dead)
@@ -82,7 +82,7 @@ void Daemon::reap_kernel_maps() {
   const bool stats = bpf_stats_enabled();
   metrics_.set_bpf_stats_enabled(stats);
   for (const auto& p : tracer_->program_stats()) {
-    auto& last = program_cost_[p.name];
+    auto& last = kernel_maps_.program_cost[p.name];
     // Counters only grow while the program is loaded; a smaller value cannot happen, but would
     // not be exported as a negative increment.
     metrics_.add_program_cost(p.name, p.run_cnt >= last.first ? p.run_cnt - last.first : 0,

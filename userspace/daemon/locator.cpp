@@ -19,6 +19,34 @@ bool LocatePacing::try_start(Clock::time_point now) {
   return true;
 }
 
+bool TargetLocate::hold(redis::Snapshot& s) {
+  if (!awaiting_first_ || !pacing.in_flight() || held_.size() >= kMaxHeld) return false;
+  held_.push_back(std::move(s));
+  return true;
+}
+
+std::vector<redis::Snapshot> TargetLocate::release() {
+  awaiting_first_ = false;
+  return take_held();
+}
+
+TargetLocate::Tell TargetLocate::failed(const std::string& error) {
+  Tell tell = Tell::nothing;
+  if (error != last_error_) {
+    tell = Tell::debug;
+  } else if (!error_told_) {
+    tell = Tell::warn;
+    error_told_ = true;
+  }
+  last_error_ = error;
+  return tell;
+}
+
+void TargetLocate::found() {
+  last_error_.clear();
+  error_told_ = false;
+}
+
 Locator::~Locator() {
   {
     std::lock_guard lock(mu_);

@@ -14,7 +14,9 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "proc/resolve.h"
@@ -42,6 +44,40 @@ class LocatePacing {
   std::chrono::milliseconds every_;
   bool in_flight_ = false;
   std::optional<Clock::time_point> last_start_;
+};
+
+// One target's search for its process: the pace of its searches, INFO's process_id when its process
+// was found, when its last process was seen gone, the polls held until the first search has its
+// result, and how each failure is told (a new one at debug, the same one again once at warn).
+class TargetLocate {
+ public:
+  static constexpr size_t kMaxHeld = 64;
+  explicit TargetLocate(std::chrono::milliseconds every) : pacing(every) {}
+
+  LocatePacing pacing;
+  int64_t resolved_process_id = 0;  // INFO's process_id when the process was found
+  uint64_t lost_ns = 0;             // CLOCK_MONOTONIC when its last process was seen gone
+
+  // No process yet (added by address, or its process exited): its polls are held until the first
+  // search for it has its result.
+  void await_first() { awaiting_first_ = true; }
+  // Holds s (true) while the first search runs, up to kMaxHeld polls; else false, s untouched.
+  bool hold(redis::Snapshot& s);
+  // The first search has its result: holds no more. Both return the polls held, in order.
+  std::vector<redis::Snapshot> release();
+  std::vector<redis::Snapshot> take_held() { return std::exchange(held_, {}); }
+
+  enum class Tell { debug, warn, nothing };
+  // A search failed with `error`: how loudly to log it.
+  Tell failed(const std::string& error);
+  // A search found the process.
+  void found();
+
+ private:
+  bool awaiting_first_ = false;
+  std::vector<redis::Snapshot> held_;
+  std::string last_error_;
+  bool error_told_ = false;
 };
 
 class Locator {

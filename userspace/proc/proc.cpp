@@ -3,12 +3,14 @@
 
 #include <fmt/format.h>
 
+#include <dirent.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 #include <charconv>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "proc/fields.h"
 
@@ -178,6 +180,17 @@ std::optional<std::string> read_file(const std::string& path, size_t max_bytes) 
   while (out.size() < max_bytes && in.read(buf, sizeof buf).gcount() > 0)
     out.append(buf, static_cast<size_t>(in.gcount()));
   if (out.size() > max_bytes) out.resize(max_bytes);
+  return out;
+}
+
+std::vector<pid_t> pids() {
+  std::vector<pid_t> out;
+  const std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir("/proc"), ::closedir);
+  if (!d) return out;
+  while (const dirent* e = ::readdir(d.get())) {
+    pid_t pid = 0;
+    if (detail::number(std::string_view(e->d_name), pid) && pid > 0) out.push_back(pid);
+  }
   return out;
 }
 

@@ -3,12 +3,13 @@
 // Readers and parsers for the /proc and /sys files thptrace samples. Parsers take the file's text so
 // they can be unit-tested and fuzzed without a running system; readers wrap them.
 
+#include <sys/types.h>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <sys/types.h>
+#include <vector>
 
 namespace thptrace::proc {
 
@@ -82,6 +83,8 @@ HugePageEligibility huge_page_eligibility(pid_t pid, const std::string& system_m
 // Reads a whole (small) file; nullopt when it cannot be opened. Reads at most max_bytes.
 std::optional<std::string> read_file(const std::string& path, size_t max_bytes = 1 << 20);
 
+// The pids of the processes /proc lists now (of its PID namespace).
+std::vector<pid_t> pids();
 // A process that has not exited (a zombie its parent has not reaped has exited).
 bool process_exists(pid_t pid);
 std::optional<ProcessStatus> read_status(pid_t pid);

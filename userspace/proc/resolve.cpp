@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "proc/resolve.h"
 
-#include <dirent.h>
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -18,18 +17,6 @@ namespace {
 
 using detail::fields;
 using detail::number;
-
-std::vector<pid_t> all_pids() {
-  std::vector<pid_t> out;
-  DIR* d = ::opendir("/proc");
-  if (!d) return out;
-  while (dirent* e = ::readdir(d)) {
-    pid_t pid = 0;
-    if (number(std::string_view(e->d_name), pid) && pid > 0) out.push_back(pid);
-  }
-  ::closedir(d);
-  return out;
-}
 
 bool listens_on(pid_t pid, uint16_t port) {
   const auto mine = socket_inodes(pid);
@@ -126,7 +113,7 @@ Resolution resolve_server(const ServerClaim& claim) {
   if (claim.server_side && claim.client_side) {
     // The namespaces, one reader each; then the socket of our connection as the server sees it.
     std::map<uint64_t, std::vector<pid_t>> by_ns;
-    for (const pid_t pid : all_pids())
+    for (const pid_t pid : pids())
       if (const uint64_t ns = net_namespace(pid)) by_ns[ns].push_back(pid);
     for (const auto& [ns, pids] : by_ns) {
       std::set<uint64_t> inodes;
@@ -159,7 +146,7 @@ Resolution resolve_server(const ServerClaim& claim) {
       for (const auto& s : tcp_sockets_of_namespace(::getpid()))
         if (s.state == kTcpListen && s.local.port == addr->port && (s.local.wildcard() || s.local.ip == addr->ip))
           inodes.insert(s.inode);
-      for (const pid_t pid : all_pids()) {
+      for (const pid_t pid : pids()) {
         if (inodes.empty() || net_namespace(pid) != ours) continue;
         for (const uint64_t i : socket_inodes(pid))
           if (inodes.count(i)) {
