@@ -121,62 +121,12 @@ void Exporter::on_snapshot(TargetId id, const redis::Snapshot& s) {
 }
 
 void Exporter::on_readings(const Readings& h) {
-  if (record_) {
-    nlohmann::ordered_json step = {
-        {"housekeeping", h.now_ns}, {"thp_enabled", h.system.thp_enabled}, {"thp_defrag", h.system.thp_defrag}};
-    if (h.thp_split_pmd) step["thp_split_pmd"] = *h.thp_split_pmd;
-    step["targets"] = nlohmann::ordered_json::array();
-    for (const auto& r : h.targets) {
-      nlohmann::ordered_json ts = {{"target", targets_.at(r.target).label}};
-      if (r.counters) ts["counters"] = report::target_json(*r.counters);
-      const auto& s = r.sample;
-      ts["sample"] = {
-          {"target_alive", s.target_alive},
-          {"rss_kb", s.rss_kb},
-          {"anon_huge_pages_kb", s.anon_huge_pages_kb},
-          {"thp_enabled", s.thp_enabled ? nlohmann::ordered_json(*s.thp_enabled) : nlohmann::ordered_json(nullptr)}};
-      if (s.cgroup_usage_bytes) ts["sample"]["cgroup_usage_bytes"] = *s.cgroup_usage_bytes;
-      if (s.cgroup_limit_bytes) ts["sample"]["cgroup_limit_bytes"] = *s.cgroup_limit_bytes;
-      if (s.mem_available_bytes) ts["sample"]["mem_available_bytes"] = *s.mem_available_bytes;
-      if (s.main_thread) ts["sample"]["main_thread"] = report::sched_stat_json(s.main_thread);
-      step["targets"].push_back(std::move(ts));
-    }
-    step["dropped"] = h.dropped;
-    record(step);
-  }
+  if (record_) record_readings(h);
   metrics_.set_thp_mode(h.system.thp_enabled, h.system.thp_defrag);
   for (const auto& r : h.targets) {
     Target& t = targets_.at(r.target);
-    if (const auto& k = r.counters) {
-      metrics_.add_cow_faults(t.label, k->cow_faults - t.last.cow_faults,
-                              k->child_cow_faults - t.last.child_cow_faults);
-      // Fallback modes: a fork's splits are counted when its episode is exported (export_episode).
-      const uint64_t splits = kernel_splits_ ? k->thp_splits - t.last.thp_splits : 0;
-      metrics_.add_thp(t.label, splits, k->thp_collapses - t.last.thp_collapses);
-      metrics_.add_untracked_forks(t.label, k->untracked_forks - t.last.untracked_forks);
-      t.last = *k;
-      // With every fork exported, the faults that are not its copies are reuse: pages written after
-      // the child's exit (or before any fork) that the kernel took over without copying. Counted only
-      // then, so a fork's copies are never reuse while it lives.
-      if (t.correlator.untaken() == 0 && k->cow_faults > t.copies + t.reuse) {
-        metrics_.add_reuse_faults(t.label, k->cow_faults - t.copies - t.reuse);
-        t.reuse = k->cow_faults - t.copies;
-      }
-    }
-    // The main thread's time since the last reading, split between the phases by how much of the
-    // interval the fork windows cover (the clocks say how much, not when: within an interval it is
-    // taken as even).
-    if (r.sample.main_thread && t.main_thread && h.now_ns > t.main_thread_ns &&
-        r.sample.main_thread->on_cpu_ns >= t.main_thread->on_cpu_ns &&
-        r.sample.main_thread->runqueue_ns >= t.main_thread->runqueue_ns) {
-      const double fork = t.fork_share(t.main_thread_ns, h.now_ns);
-      const auto on = static_cast<double>(r.sample.main_thread->on_cpu_ns - t.main_thread->on_cpu_ns);
-      const auto wait = static_cast<double>(r.sample.main_thread->runqueue_ns - t.main_thread->runqueue_ns);
-      metrics_.add_main_thread(t.label, true, on * fork, wait * fork);
-      metrics_.add_main_thread(t.label, false, on * (1 - fork), wait * (1 - fork));
-    }
-    t.main_thread = r.sample.main_thread;
-    t.main_thread_ns = h.now_ns;
+    if (r.counters) export_counters(t, *r.counters);
+    export_main_thread(t, r.sample.main_thread, h.now_ns);
     if (r.sample.target_alive) {
       metrics_.set_memory(t.label, r.sample.rss_kb * 1024, r.sample.anon_huge_pages_kb * 1024, r.sample.thp_enabled);
       metrics_.set_cgroup_memory(t.label, r.sample.cgroup_usage_bytes, r.sample.cgroup_limit_bytes);
@@ -194,6 +144,62 @@ void Exporter::on_readings(const Readings& h) {
   }
   if (h.dropped > last_dropped_) metrics_.add_dropped(h.dropped - last_dropped_);
   last_dropped_ = h.dropped;
+}
+
+void Exporter::record_readings(const Readings& h) {
+  nlohmann::ordered_json step = {
+      {"housekeeping", h.now_ns}, {"thp_enabled", h.system.thp_enabled}, {"thp_defrag", h.system.thp_defrag}};
+  if (h.thp_split_pmd) step["thp_split_pmd"] = *h.thp_split_pmd;
+  step["targets"] = nlohmann::ordered_json::array();
+  for (const auto& r : h.targets) {
+    nlohmann::ordered_json ts = {{"target", targets_.at(r.target).label}};
+    if (r.counters) ts["counters"] = report::target_json(*r.counters);
+    const auto& s = r.sample;
+    ts["sample"] = {
+        {"target_alive", s.target_alive},
+        {"rss_kb", s.rss_kb},
+        {"anon_huge_pages_kb", s.anon_huge_pages_kb},
+        {"thp_enabled", s.thp_enabled ? nlohmann::ordered_json(*s.thp_enabled) : nlohmann::ordered_json(nullptr)}};
+    if (s.cgroup_usage_bytes) ts["sample"]["cgroup_usage_bytes"] = *s.cgroup_usage_bytes;
+    if (s.cgroup_limit_bytes) ts["sample"]["cgroup_limit_bytes"] = *s.cgroup_limit_bytes;
+    if (s.mem_available_bytes) ts["sample"]["mem_available_bytes"] = *s.mem_available_bytes;
+    if (s.main_thread) ts["sample"]["main_thread"] = report::sched_stat_json(s.main_thread);
+    step["targets"].push_back(std::move(ts));
+  }
+  step["dropped"] = h.dropped;
+  record(step);
+}
+
+void Exporter::export_counters(Target& t, const thptrace_target& k) {
+  metrics_.add_cow_faults(t.label, k.cow_faults - t.last.cow_faults, k.child_cow_faults - t.last.child_cow_faults);
+  // Fallback modes: a fork's splits are counted when its episode is exported (export_episode).
+  const uint64_t splits = kernel_splits_ ? k.thp_splits - t.last.thp_splits : 0;
+  metrics_.add_thp(t.label, splits, k.thp_collapses - t.last.thp_collapses);
+  metrics_.add_untracked_forks(t.label, k.untracked_forks - t.last.untracked_forks);
+  t.last = k;
+  // With every fork exported, the faults that are not its copies are reuse: pages written after the
+  // child's exit (or before any fork) that the kernel took over without copying. Counted only then,
+  // so a fork's copies are never reuse while it lives.
+  if (t.correlator.untaken() == 0 && k.cow_faults > t.copies + t.reuse) {
+    metrics_.add_reuse_faults(t.label, k.cow_faults - t.copies - t.reuse);
+    t.reuse = k.cow_faults - t.copies;
+  }
+}
+
+void Exporter::export_main_thread(Target& t, const std::optional<proc::SchedStat>& now, uint64_t now_ns) {
+  // The main thread's time since the last reading, split between the phases by how much of the
+  // interval the fork windows cover (the clocks say how much, not when: within an interval it is
+  // taken as even).
+  if (now && t.main_thread && now_ns > t.main_thread_ns && now->on_cpu_ns >= t.main_thread->on_cpu_ns &&
+      now->runqueue_ns >= t.main_thread->runqueue_ns) {
+    const double fork = t.fork_share(t.main_thread_ns, now_ns);
+    const auto on = static_cast<double>(now->on_cpu_ns - t.main_thread->on_cpu_ns);
+    const auto wait = static_cast<double>(now->runqueue_ns - t.main_thread->runqueue_ns);
+    metrics_.add_main_thread(t.label, true, on * fork, wait * fork);
+    metrics_.add_main_thread(t.label, false, on * (1 - fork), wait * (1 - fork));
+  }
+  t.main_thread = now;
+  t.main_thread_ns = now_ns;
 }
 
 void Exporter::forget_gone(const std::function<bool(uint32_t)>& alive) {

@@ -134,6 +134,13 @@ class Exporter {
   };
   static constexpr uint64_t kForkWindowKeepNs = 10'000'000'000;
   static constexpr size_t kMaxForkWindows = 256;
+  // The readings as the recording (THPTRACE_RECORD_INPUTS) writes them.
+  void record_readings(const Readings& h);
+  // The kernel's counters of t since the last reading: its faults, splits, collapses and untracked
+  // forks, and the reuse faults.
+  void export_counters(Target& t, const thptrace_target& k);
+  // The main thread's scheduler clocks of t since the last reading, by phase.
+  void export_main_thread(Target& t, const std::optional<proc::SchedStat>& now, uint64_t now_ns);
   void export_replica_syncs(Target& t);
   void export_episode(Target& t, const correlate::ForkEpisode& e);
   // The next fork's figures from the target's history, for each reason a replica or a BGSAVE makes
