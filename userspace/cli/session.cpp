@@ -43,6 +43,69 @@ int64_t realtime_ns() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+// The capture's time series (the /proc samples, the INFO snapshots, the probe's requests, the
+// counters), gathered from their threads every kThinEveryNs and thinned outside the forks' windows
+// (report/retention.h); the probe's figures over the whole capture kept as they come.
+class SeriesKeeper {
+ public:
+  SeriesKeeper(report::CaptureInputs& in, proc::Sampler& sampler, redis::Watcher* watcher, redis::LatencyProbe* probe,
+               int idle_poll_ms)
+      : in_(in),
+        sampler_(sampler),
+        watcher_(watcher),
+        probe_(probe),
+        retention_(static_cast<uint32_t>(in.pid), in.start_ns,
+                   {.margin_ns = std::max<uint64_t>(report::RetentionOptions{}.margin_ns,
+                                                    static_cast<uint64_t>(idle_poll_ms) * 2'000'000)}),
+        probe_totals_(in.client_timeout_us),
+        next_thin_ns_(in.start_ns + kThinEveryNs) {}
+
+  void on_event(const thptrace_event& e) { retention_.on_event(e); }
+  // Gathers and thins, when due.
+  void tick(uint64_t now_ns) {
+    if (now_ns < next_thin_ns_) return;
+    next_thin_ns_ = now_ns + kThinEveryNs;
+    gather();
+    probe_let_go_ += report::thin_series(retention_, in_, now_ns).probe_samples;
+  }
+  // Stops the sampler, the watcher and the probe, and gathers what they had left.
+  void finish() {
+    gather();
+    proc::SampleSeries rest = sampler_.stop();
+    for (auto& s : rest.edit()) in_.samples.add(std::move(s));
+    if (probe_) {
+      add_probe_samples(probe_->stop());
+      if (probe_let_go_) in_.probe_whole = probe_totals_.figures();
+    }
+    if (watcher_)
+      for (auto& s : watcher_->stop()) in_.timeline.push_back(std::move(s));
+  }
+
+ private:
+  void gather() {
+    proc::SampleSeries taken = sampler_.take();
+    for (auto& s : taken.edit()) in_.samples.add(std::move(s));
+    if (watcher_)
+      for (auto& s : watcher_->take()) in_.timeline.push_back(std::move(s));
+    if (probe_) add_probe_samples(probe_->take());
+  }
+  void add_probe_samples(const std::vector<redis::ProbeSample>& samples) {
+    for (const auto& s : samples) {
+      probe_totals_.add(s);
+      in_.probe_samples.push_back(s);
+    }
+  }
+
+  report::CaptureInputs& in_;
+  proc::Sampler& sampler_;
+  redis::Watcher* watcher_;
+  redis::LatencyProbe* probe_;
+  report::Retention retention_;
+  redis::LatencyTotals probe_totals_;
+  size_t probe_let_go_ = 0;
+  uint64_t next_thin_ns_;
+};
+
 }  // namespace
 
 CaptureTarget validate_capture(const CaptureOptions& o) {
@@ -173,6 +236,14 @@ void CaptureSession::attach(const CaptureOptions& o, const CaptureTarget& target
   inputs_.huge_alloc = huge_alloc;
 }
 
+void CaptureSession::stamp_start() {
+  inputs_.start_ns = proc::monotonic_ns();
+  inputs_.start_realtime_ns = realtime_ns();
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) == 0) inputs_.hostname = text::printable(host);
+  inputs_.boot_id = text::printable(proc::read_file("/proc/sys/kernel/random/boot_id", 64).value_or("").substr(0, 36));
+}
+
 report::CaptureInputs CaptureSession::run() {
   fmt::print(stderr, "thptrace: tracing pid {} ({}){}; Ctrl-C to stop\n", inputs_.pid, text::printable(inputs_.comm),
              duration_s_ ? fmt::format(" for {:.0f} s", *duration_s_) : std::string());
@@ -185,39 +256,15 @@ report::CaptureInputs CaptureSession::run() {
       pid, {.kernel_splits = false, .redis_polled = false, .repl_diskless_sync = {}, .bounded_history = true});
   const auto busy = [&pace] { return !pace.open_children().empty(); };
   report::DiskWindows disk(pid, inputs_);
-  inputs_.start_ns = proc::monotonic_ns();
-  // The time series are gathered from their threads every kThinEveryNs and thinned outside the forks'
-  // windows (report/retention.h); the probe's figures over the whole capture are kept as they come.
-  report::Retention retention(pid, inputs_.start_ns,
-                              {.margin_ns = std::max<uint64_t>(report::RetentionOptions{}.margin_ns,
-                                                               static_cast<uint64_t>(idle_poll_ms_) * 2'000'000)});
-  redis::LatencyTotals probe_totals(inputs_.client_timeout_us);
-  size_t probe_let_go = 0;
-  const auto gather = [&] {
-    proc::SampleSeries taken = sampler_->take();
-    for (auto& s : taken.edit()) inputs_.samples.add(std::move(s));
-    if (watcher_)
-      for (auto& s : watcher_->take()) inputs_.timeline.push_back(std::move(s));
-    if (latency_probe_)
-      for (const auto& s : latency_probe_->take()) {
-        probe_totals.add(s);
-        inputs_.probe_samples.push_back(s);
-      }
-  };
-  uint64_t next_thin = inputs_.start_ns + kThinEveryNs;
-  const auto thin = [&](uint64_t now) {
-    if (now < next_thin) return;
-    next_thin = now + kThinEveryNs;
-    gather();
-    probe_let_go += report::thin_series(retention, inputs_, now).probe_samples;
-  };
+  stamp_start();
+  SeriesKeeper series(inputs_, *sampler_, watcher_.get(), latency_probe_.get(), idle_poll_ms_);
   const auto on_event = [&](const thptrace_event& e) {
     if (disk.on_event(e)) return;
     // A stall's and a collapse's counts are the kernel's (the target's and the episodes' counters):
     // their records carry nothing else the report reads, and under memory pressure they come by the
     // thousand. What is kept grows with the forks only.
     if (e.type == EV_STALL || e.type == EV_COLLAPSE) return;
-    retention.on_event(e);
+    series.on_event(e);
     inputs_.events.push_back(e);
     pace.on_event(e);
     if (e.tgid != pid) return;
@@ -239,10 +286,6 @@ report::CaptureInputs CaptureSession::run() {
         inputs_.copy_samples.push_back(
             resolver_->resolve(s.ts_ns, s.address, s.stack, s.frames, r.user ? &*r.user : nullptr));
   };
-  inputs_.start_realtime_ns = realtime_ns();
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) == 0) inputs_.hostname = text::printable(host);
-  inputs_.boot_id = text::printable(proc::read_file("/proc/sys/kernel/random/boot_id", 64).value_or("").substr(0, 36));
   const uint64_t deadline = duration_s_ ? inputs_.start_ns + static_cast<uint64_t>(*duration_s_ * 1e9) : UINT64_MAX;
   // For a timeline, the target's running counters every kCounterIntervalNs, read between polls.
   uint64_t next_read = inputs_.start_ns;
@@ -269,7 +312,7 @@ report::CaptureInputs CaptureSession::run() {
     const int n = tracer_->poll(poll_ms(), on_event);
     pace.take_settled(proc::monotonic_ns());
     disk.settle(proc::monotonic_ns());
-    thin(proc::monotonic_ns());
+    series.tick(proc::monotonic_ns());
     resolve_samples();
     if (n < 0 && n != -EINTR) {
       log::warn("ring buffer poll failed: {}", std::strerror(-n));
@@ -288,21 +331,13 @@ report::CaptureInputs CaptureSession::run() {
   disk.finish(inputs_.final_episodes);
   inputs_.target = tracer_->target(inputs_.pid).value_or(thptrace_target{});
   inputs_.dropped = tracer_->dropped();
-  gather();
-  proc::SampleSeries rest = sampler_->stop();
-  for (auto& s : rest.edit()) inputs_.samples.add(std::move(s));
+  series.finish();
   inputs_.cgroup_end = proc::read_memory_cgroup(inputs_.pid);
   if (latency_probe_) {
-    for (const auto& s : latency_probe_->stop()) {
-      probe_totals.add(s);
-      inputs_.probe_samples.push_back(s);
-    }
     inputs_.probe_missed = latency_probe_->missed();
     inputs_.probe_dropped = latency_probe_->dropped();
-    if (probe_let_go) inputs_.probe_whole = probe_totals.figures();
   }
   if (watcher_) {
-    for (auto& s : watcher_->stop()) inputs_.timeline.push_back(std::move(s));
     inputs_.facts = watcher_->facts();
     inputs_.redis_error = watcher_->last_error();
     inputs_.redis_outages = watcher_->outages();

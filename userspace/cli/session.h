@@ -48,6 +48,8 @@ class CaptureSession {
 
  private:
   void attach(const CaptureOptions& o, const CaptureTarget& target);
+  // The capture's start: its clocks, the host's name and boot id.
+  void stamp_start();
 
   std::optional<double> duration_s_;
   bool read_counters_ = false;    // for --svg: report::CaptureInputs::counters
