@@ -7,7 +7,7 @@
 #include <string>
 
 #include "redis/credentials.h"
-#include "tracer/probe.h"
+#include "tracer/options.h"
 
 namespace thptrace::cli {
 
@@ -25,11 +25,9 @@ struct CaptureOptions {
   redis::ConnectionSettings redis_settings;  // user, password file, TLS
   std::string json_path;
   std::string svg_path;  // the timeline drawn (an HTML page around it when the name ends in .html)
-  bool force_fallback = false;
-  tracer::DiskTracing disk = tracer::DiskTracing::automatic;
+  tracer::LoadFlags load;       // --force-fallback, --disk, --ringbuf-kb
   int interval_ms = 100;        // /proc and Redis while a fork, a save or a sync is on
   int idle_interval_ms = 1000;  // the rest of the time (common/cadence.h)
-  size_t ringbuf_kb = 256;
   uint32_t sample_copies = kDefaultSampleCopies;  // 1 in N copies sampled with their stacks; 0 = off
   // How a sampled copy's call stack is had where frame pointers are missing: dwarf adds the thread's
   // registers and 8 KiB of its stack to each sample, unwound in userspace from .eh_frame.

@@ -53,15 +53,10 @@ int capture_main(int argc, char** argv) {
       "json", po::value<std::string>(), "also write the report as JSON to PATH")(
       "svg", po::value<std::string>(),
       "also draw the capture's timeline to PATH (SVG; an HTML page around it when PATH ends in .html)")(
-      "force-fallback", "use the fallback attach mode of every probe family")(
-      "disk", po::value<std::string>()->default_value("auto"),
-      "fsync and AOF write tracing: auto (where fentry loads on the system calls), on (also through the "
-      "sys_enter/sys_exit tracepoints, which slow every system call of the host), off")(
       "interval-ms", po::value<int>()->default_value(100),
       "sampling interval of /proc and Redis while a fork, a save or a replica's sync is on, ms")(
       "idle-interval-ms", po::value<int>()->default_value(1000),
       "sampling interval of /proc and Redis otherwise, ms (a fork the kernel reports is sampled at once)")(
-      "ringbuf-kb", po::value<size_t>()->default_value(256), "ring buffer size, KiB")(
       "sample-copies", po::value<long long>()->default_value(cli::kDefaultSampleCopies),
       "sample 1 in N copy-on-write faults while a fork child lives, with the call stack, to say which code "
       "paths and mappings the copies come from (a power of two; 0 = off)")(
@@ -76,6 +71,7 @@ int capture_main(int argc, char** argv) {
       "debuginfod",
       "ask the servers of DEBUGINFOD_URLS for debug files of the traced binaries that this host and "
       "the process lack (off: DEBUGINFOD_URLS is ignored)")("verbose,v", "print libbpf's messages and debug lines");
+  tracer::add_load_options(desc);
   add_redis_connection_options(desc);
   po::variables_map vm;
   if (const auto error = parse_options(desc, argc, argv, vm))
@@ -104,11 +100,7 @@ int capture_main(int argc, char** argv) {
   o.redis_settings = redis_connection_settings(vm);
   if (vm.count("json")) o.json_path = vm["json"].as<std::string>();
   if (vm.count("svg")) o.svg_path = vm["svg"].as<std::string>();
-  o.force_fallback = vm.count("force-fallback") > 0;
-  if (const auto d = tracer::disk_tracing_named(vm["disk"].as<std::string>()))
-    o.disk = *d;
-  else
-    throw FatalError(kExitUsage, "--disk: expected auto, on or off.");
+  o.load = tracer::load_flags(vm);
   o.interval_ms = vm["interval-ms"].as<int>();
   if (o.interval_ms < 10 || o.interval_ms > 60000) throw FatalError(kExitUsage, "--interval-ms: expected 10 to 60000.");
   // Given alone, a slower --interval-ms is the idle one too.
@@ -117,9 +109,6 @@ int capture_main(int argc, char** argv) {
   if (o.idle_interval_ms < o.interval_ms || o.idle_interval_ms > 60000)
     throw FatalError(kExitUsage,
                      fmt::format("--idle-interval-ms: expected --interval-ms ({}) to 60000.", o.interval_ms));
-  o.ringbuf_kb = vm["ringbuf-kb"].as<size_t>();
-  if (o.ringbuf_kb < 4 || o.ringbuf_kb > 1024 * 1024)
-    throw FatalError(kExitUsage, "--ringbuf-kb: expected 4 to 1048576.");
   o.sample_copies = static_cast<uint32_t>(integer_in<UsageError>(vm, "sample-copies", 0, 1 << 20));
   // A power of two: the fault programs pick 1 in N with a mask, not a division.
   if (o.sample_copies & (o.sample_copies - 1))

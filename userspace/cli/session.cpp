@@ -180,8 +180,8 @@ CaptureSession::CaptureSession(const CaptureOptions& o, const CaptureTarget& tar
 void CaptureSession::attach(const CaptureOptions& o, const CaptureTarget& target) {
   const bool is_redis = target.status.name.rfind("redis-server", 0) == 0 || target.redis.has_value();
   const std::string exe = "/proc/" + std::to_string(target.pid) + "/exe";
-  const auto modes = tracer::choose_modes(o.force_fallback, is_redis ? exe : std::string(), o.disk);
-  tracer_ = std::make_unique<tracer::Tracer>(modes, tracer::TracerOptions{.ringbuf_bytes = o.ringbuf_kb * 1024,
+  const auto modes = tracer::choose_modes(o.load.force_fallback, is_redis ? exe : std::string(), o.load.disk);
+  tracer_ = std::make_unique<tracer::Tracer>(modes, tracer::TracerOptions{.ringbuf_bytes = o.load.ringbuf_kb * 1024,
                                                                           .sample_every = o.sample_copies,
                                                                           .dwarf_stacks = o.unwind == Unwind::dwarf});
   inputs_.sample_every = o.sample_copies;

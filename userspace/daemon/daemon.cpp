@@ -47,10 +47,11 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
   require_vmlinux_btf();
   // The uprobes are loaded whenever they may be used: which entry points a process gives is decided
   // per process when its uprobes are attached (Debian's redis-server, Valkey, a from-source build).
-  modes_ = tracer::choose_modes(options_.force_fallback, tracer::RedisScope::each_process(), options_.disk);
-  tracer_ = std::make_unique<tracer::Tracer>(modes_, tracer::TracerOptions{.ringbuf_bytes = options_.ringbuf_kb * 1024,
-                                                                            .max_targets = options_.max_targets,
-                                                                            .max_episodes = options_.max_episodes});
+  modes_ = tracer::choose_modes(options_.load.force_fallback, tracer::RedisScope::each_process(), options_.load.disk);
+  tracer_ =
+      std::make_unique<tracer::Tracer>(modes_, tracer::TracerOptions{.ringbuf_bytes = options_.load.ringbuf_kb * 1024,
+                                                                     .max_targets = options_.max_targets,
+                                                                     .max_episodes = options_.max_episodes});
   modes_ = tracer_->modes();  // the Tracer may have moved a family the kernel refused down its chain
   tracer_->attach();
   exporter_ = std::make_unique<Exporter>(metrics_, modes_);

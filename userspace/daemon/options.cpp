@@ -17,6 +17,72 @@ namespace po = boost::program_options;
 
 namespace thptrace::daemon {
 
+namespace {
+
+// What to watch: --redis, --pid, --discover and how many it takes.
+void targets_from(const po::variables_map& vm, DaemonOptions& o) {
+  o.discover = vm["discover"].as<bool>();
+  o.max_discovered = vm["max-discovered"].as<uint32_t>();
+  if (o.max_discovered < 1 || o.max_discovered > 65536)
+    throw FatalError(kExitUsage, "--max-discovered: expected 1 to 65536.");
+  if (vm.count("redis")) o.redis = vm["redis"].as<std::vector<std::string>>();
+  for (const auto& r : o.redis)
+    if (!redis::parse_address(r))
+      throw FatalError(kExitUsage, "--redis " + r + ": expected " + redis::kAddressForms + ".");
+  if (vm.count("pid")) o.pids = vm["pid"].as<std::vector<int>>();
+  for (const int p : o.pids)
+    if (p <= 0) throw FatalError(kExitUsage, "--pid " + std::to_string(p) + ": expected a positive process id.");
+}
+
+// What each target's Redis is sent, and to whom a discovered server's login may go.
+void credentials_from(const po::variables_map& vm, DaemonOptions& o) {
+  o.redis_settings = redis_connection_settings(vm);
+  if (const auto wrong = redis::check_settings(o.redis_settings); !wrong.empty()) throw FatalError(kExitUsage, wrong);
+  if (vm.count("redis-auth"))
+    for (const auto& text : vm["redis-auth"].as<std::vector<std::string>>()) {
+      std::string error;
+      auto rule = parse_credential_rule(text, &error);
+      if (!rule) throw FatalError(kExitUsage, error);
+      o.redis_auth.push_back(std::move(*rule));
+    }
+  if (vm.count("discover-credentials-exe"))
+    o.discover_credentials_exe = vm["discover-credentials-exe"].as<std::vector<std::string>>();
+  for (const auto& path : o.discover_credentials_exe)
+    if (path.empty() || path.front() != '/')
+      throw FatalError(kExitUsage, "--discover-credentials-exe " + path + ": expected an absolute path.");
+  if (vm.count("discover-credentials-address"))
+    for (const auto& text : vm["discover-credentials-address"].as<std::vector<std::string>>()) {
+      const auto a = redis::parse_address(text);
+      if (!a)
+        throw FatalError(kExitUsage,
+                         "--discover-credentials-address " + text + ": expected " + redis::kAddressForms + ".");
+      o.discover_credentials_address.push_back(*a);
+    }
+}
+
+// How often each Redis is polled and probed.
+void pace_from(const po::variables_map& vm, DaemonOptions& o) {
+  o.latency_probe_hz = vm["latency-probe"].as<uint32_t>();
+  if (o.latency_probe_hz > 10000) throw FatalError(kExitUsage, "--latency-probe: expected 0 (off) to 10000.");
+  o.latency_probe_idle_hz = vm["latency-probe-idle"].as<uint32_t>();
+  if (o.latency_probe_idle_hz < 1 || o.latency_probe_idle_hz > 10000)
+    throw FatalError(kExitUsage, "--latency-probe-idle: expected 1 to 10000.");
+  o.poll_interval_ms = vm["poll-interval-ms"].as<int>();
+  if (o.poll_interval_ms < 10 || o.poll_interval_ms > 60000)
+    throw FatalError(kExitUsage, "--poll-interval-ms: expected 10 to 60000.");
+  // Unset, it follows a --poll-interval-ms above its default (a constant cadence).
+  o.idle_poll_interval_ms = vm["idle-poll-interval-ms"].defaulted()
+                                ? std::max(vm["idle-poll-interval-ms"].as<int>(), o.poll_interval_ms)
+                                : vm["idle-poll-interval-ms"].as<int>();
+  // At most 5 s: the INFO history the daemon keeps to name a fork reaches 5 s back from its fork
+  // (correlate/correlator.cpp), and the poll answered before the fork must still be in it.
+  if (o.idle_poll_interval_ms < o.poll_interval_ms ||
+      (o.idle_poll_interval_ms > 5000 && o.idle_poll_interval_ms != o.poll_interval_ms))
+    throw FatalError(kExitUsage, "--idle-poll-interval-ms: expected --poll-interval-ms to 5000.");
+}
+
+}  // namespace
+
 std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
   po::options_description desc("thptrace daemon: Prometheus exporter of fork, COW and THP figures");
   desc.add_options()("help,h", "show this help")("config", po::value<std::string>(), "config file (INI: key = value)")(
@@ -45,16 +111,12 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
                "Redis INFO poll interval while a fork is in progress, ms")(
       "idle-poll-interval-ms", po::value<int>()->default_value(2000),
       "Redis INFO poll interval while no fork is in progress, ms (a fork wakes the poller at once)")(
-      "force-fallback", "use the fallback attach mode of every probe family")(
-      "disk", po::value<std::string>()->default_value("auto"),
-      "fsync and AOF write tracing: auto (where fentry loads on the system calls), on (also through the "
-      "sys_enter/sys_exit tracepoints, which slow every system call of the host), off")(
-      "ringbuf-kb", po::value<size_t>()->default_value(256), "ring buffer size, KiB")(
       "max-targets", po::value<uint32_t>()->default_value(64), "processes traced at once (in-kernel map size)")(
       "max-episodes", po::value<uint32_t>()->default_value(256), "fork children tracked at once (in-kernel map size)")(
       "web.config.file", po::value<std::string>(),
       "TLS and basic auth of /metrics: a web configuration file as Prometheus exporters read it "
       "(docs/guide/daemon.md)")("verbose,v", "print libbpf's messages and debug lines");
+  tracer::add_load_options(desc);
   add_redis_connection_options(desc);
   po::variables_map vm;
   // The config file is read once, at most 1 MiB of it.
@@ -84,64 +146,10 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
   o.listen = vm["listen"].as<std::string>();
   if (const auto l = redis::parse_address(o.listen); !l || l->is_unix())
     throw FatalError(kExitUsage, "--listen " + o.listen + ": expected HOST:PORT.");
-  if (vm.count("redis")) o.redis = vm["redis"].as<std::vector<std::string>>();
-  for (const auto& r : o.redis)
-    if (!redis::parse_address(r))
-      throw FatalError(kExitUsage, "--redis " + r + ": expected " + redis::kAddressForms + ".");
-  if (vm.count("pid")) o.pids = vm["pid"].as<std::vector<int>>();
-  for (const int p : o.pids)
-    if (p <= 0) throw FatalError(kExitUsage, "--pid " + std::to_string(p) + ": expected a positive process id.");
-  o.redis_settings = redis_connection_settings(vm);
-  if (const auto wrong = redis::check_settings(o.redis_settings); !wrong.empty()) throw FatalError(kExitUsage, wrong);
-  if (vm.count("redis-auth"))
-    for (const auto& text : vm["redis-auth"].as<std::vector<std::string>>()) {
-      std::string error;
-      auto rule = parse_credential_rule(text, &error);
-      if (!rule) throw FatalError(kExitUsage, error);
-      o.redis_auth.push_back(std::move(*rule));
-    }
-  o.discover = vm["discover"].as<bool>();
-  o.max_discovered = vm["max-discovered"].as<uint32_t>();
-  if (o.max_discovered < 1 || o.max_discovered > 65536)
-    throw FatalError(kExitUsage, "--max-discovered: expected 1 to 65536.");
-  if (vm.count("discover-credentials-exe"))
-    o.discover_credentials_exe = vm["discover-credentials-exe"].as<std::vector<std::string>>();
-  for (const auto& path : o.discover_credentials_exe)
-    if (path.empty() || path.front() != '/')
-      throw FatalError(kExitUsage, "--discover-credentials-exe " + path + ": expected an absolute path.");
-  if (vm.count("discover-credentials-address"))
-    for (const auto& text : vm["discover-credentials-address"].as<std::vector<std::string>>()) {
-      const auto a = redis::parse_address(text);
-      if (!a)
-        throw FatalError(kExitUsage,
-                         "--discover-credentials-address " + text + ": expected " + redis::kAddressForms + ".");
-      o.discover_credentials_address.push_back(*a);
-    }
-  o.latency_probe_hz = vm["latency-probe"].as<uint32_t>();
-  if (o.latency_probe_hz > 10000) throw FatalError(kExitUsage, "--latency-probe: expected 0 (off) to 10000.");
-  o.latency_probe_idle_hz = vm["latency-probe-idle"].as<uint32_t>();
-  if (o.latency_probe_idle_hz < 1 || o.latency_probe_idle_hz > 10000)
-    throw FatalError(kExitUsage, "--latency-probe-idle: expected 1 to 10000.");
-  o.poll_interval_ms = vm["poll-interval-ms"].as<int>();
-  if (o.poll_interval_ms < 10 || o.poll_interval_ms > 60000)
-    throw FatalError(kExitUsage, "--poll-interval-ms: expected 10 to 60000.");
-  // Unset, it follows a --poll-interval-ms above its default (a constant cadence).
-  o.idle_poll_interval_ms = vm["idle-poll-interval-ms"].defaulted()
-                                ? std::max(vm["idle-poll-interval-ms"].as<int>(), o.poll_interval_ms)
-                                : vm["idle-poll-interval-ms"].as<int>();
-  // At most 5 s: the INFO history the daemon keeps to name a fork reaches 5 s back from its fork
-  // (correlate/correlator.cpp), and the poll answered before the fork must still be in it.
-  if (o.idle_poll_interval_ms < o.poll_interval_ms ||
-      (o.idle_poll_interval_ms > 5000 && o.idle_poll_interval_ms != o.poll_interval_ms))
-    throw FatalError(kExitUsage, "--idle-poll-interval-ms: expected --poll-interval-ms to 5000.");
-  o.force_fallback = vm.count("force-fallback") > 0;
-  if (const auto d = tracer::disk_tracing_named(vm["disk"].as<std::string>()))
-    o.disk = *d;
-  else
-    throw FatalError(kExitUsage, "--disk: expected auto, on or off.");
-  o.ringbuf_kb = vm["ringbuf-kb"].as<size_t>();
-  if (o.ringbuf_kb < 4 || o.ringbuf_kb > 1024 * 1024)
-    throw FatalError(kExitUsage, "--ringbuf-kb: expected 4 to 1048576.");
+  targets_from(vm, o);
+  credentials_from(vm, o);
+  pace_from(vm, o);
+  o.load = tracer::load_flags(vm);
   o.max_targets = vm["max-targets"].as<uint32_t>();
   if (o.max_targets < 1 || o.max_targets > 65536) throw FatalError(kExitUsage, "--max-targets: expected 1 to 65536.");
   o.max_episodes = vm["max-episodes"].as<uint32_t>();

@@ -13,7 +13,7 @@
 #include "daemon/web_config.h"
 #include "redis/address.h"
 #include "redis/credentials.h"
-#include "tracer/probe.h"
+#include "tracer/options.h"
 
 namespace thptrace::daemon {
 
@@ -35,9 +35,7 @@ struct DaemonOptions {
   uint32_t latency_probe_idle_hz = 2;
   int poll_interval_ms = 100;        // while a fork of the target is in progress
   int idle_poll_interval_ms = 2000;  // while none is (common/cadence.h)
-  bool force_fallback = false;
-  tracer::DiskTracing disk = tracer::DiskTracing::automatic;
-  size_t ringbuf_kb = 256;
+  tracer::LoadFlags load;            // --force-fallback, --disk, --ringbuf-kb
   uint32_t max_targets = 64;    // processes traced at once (the in-kernel targets map)
   uint32_t max_episodes = 256;  // fork children tracked at once (the in-kernel episodes map)
   WebConfig web;                // --web.config.file: TLS and basic auth of /metrics (none by default)
