@@ -112,11 +112,12 @@ void Exporter::on_snapshot(TargetId id, const redis::Snapshot& s) {
   if (s.up) {
     // The stream's rate over the last minute of polls (a restarted server starts its offset again).
     constexpr uint64_t kRateWindowNs = 60'000'000'000;
-    if (!t.repl_offsets.empty() && s.master_repl_offset < t.repl_offsets.back().second) t.repl_offsets.clear();
-    t.repl_offsets.emplace_back(s.ts_ns, s.master_repl_offset);
-    while (t.repl_offsets.size() > 2 && t.repl_offsets.front().first + kRateWindowNs < s.ts_ns)
-      t.repl_offsets.pop_front();
-    t.replicas = s.replicas.size();
+    if (!t.history.repl_offsets.empty() && s.master_repl_offset < t.history.repl_offsets.back().second)
+      t.history.repl_offsets.clear();
+    t.history.repl_offsets.emplace_back(s.ts_ns, s.master_repl_offset);
+    while (t.history.repl_offsets.size() > 2 && t.history.repl_offsets.front().first + kRateWindowNs < s.ts_ns)
+      t.history.repl_offsets.pop_front();
+    t.history.replicas = s.replicas.size();
   }
 }
 
@@ -130,8 +131,8 @@ void Exporter::on_readings(const Readings& h) {
     if (r.sample.target_alive) {
       metrics_.set_memory(t.label, r.sample.rss_kb * 1024, r.sample.anon_huge_pages_kb * 1024, r.sample.thp_enabled);
       metrics_.set_cgroup_memory(t.label, r.sample.cgroup_usage_bytes, r.sample.cgroup_limit_bytes);
-      t.memory = {true, r.sample.rss_kb * 1024, r.sample.cgroup_usage_bytes, r.sample.cgroup_limit_bytes,
-                  r.sample.mem_available_bytes};
+      t.history.memory = {true, r.sample.rss_kb * 1024, r.sample.cgroup_usage_bytes, r.sample.cgroup_limit_bytes,
+                          r.sample.mem_available_bytes};
       update_forecast(t);
     }
   }
@@ -240,35 +241,35 @@ void Exporter::export_episode(Target& t, const correlate::ForkEpisode& e) {
   if (e.fork_duration_us && e.child_lifetime_ms) {
     const forecast::Inputs::Traced f{*e.fork_duration_us, *e.child_lifetime_ms / 1e3,
                                      (e.cow_faults + e.child_cow_faults) * kPageBytes};
-    t.traced[e.reason] = f;
-    t.last_traced = f;
+    t.history.traced[e.reason] = f;
+    t.history.last_traced = f;
     update_forecast(t);
   }
 }
 
 void Exporter::update_forecast(Target& t) {
-  if (!t.last_traced || !t.memory.known) return;
+  if (!t.history.last_traced || !t.history.memory.known) return;
   forecast::Inputs in;
-  in.rss_bytes = in.anon_bytes = t.memory.rss_bytes;
-  in.server_answered = !t.repl_offsets.empty();
-  in.cgroup_limit_bytes = t.memory.cgroup_limit_bytes;
-  in.cgroup_usage_bytes = t.memory.cgroup_usage_bytes;
-  in.mem_available_bytes = t.memory.mem_available_bytes;
-  if (t.repl_offsets.size() >= 2) {
-    const auto& [from_ns, from] = t.repl_offsets.front();
-    const auto& [to_ns, to] = t.repl_offsets.back();
+  in.rss_bytes = in.anon_bytes = t.history.memory.rss_bytes;
+  in.server_answered = !t.history.repl_offsets.empty();
+  in.cgroup_limit_bytes = t.history.memory.cgroup_limit_bytes;
+  in.cgroup_usage_bytes = t.history.memory.cgroup_usage_bytes;
+  in.mem_available_bytes = t.history.memory.mem_available_bytes;
+  if (t.history.repl_offsets.size() >= 2) {
+    const auto& [from_ns, from] = t.history.repl_offsets.front();
+    const auto& [to_ns, to] = t.history.repl_offsets.back();
     if (to_ns > from_ns)
       in.repl_bytes_per_s = static_cast<double>(to - from) / (static_cast<double>(to_ns - from_ns) / 1e9);
     in.repl_rate_basis = "master_repl_offset";
   }
-  in.replicas = static_cast<unsigned>(std::max<size_t>(1, t.replicas));
-  in.traced = t.last_traced;
+  in.replicas = static_cast<unsigned>(std::max<size_t>(1, t.history.replicas));
+  in.traced = t.history.last_traced;
   metrics_.set_forecast_freeze(t.label, forecast::predict(in, correlate::Reason::bgsave).fork_freeze_ms.value);
   for (const auto reason :
        {correlate::Reason::bgsave, correlate::Reason::full_sync_disk, correlate::Reason::full_sync_diskless}) {
     // The last fork of the same reason; a fork of another reason's child writes the same RDB.
-    const auto it = t.traced.find(reason);
-    in.traced = it != t.traced.end() ? it->second : *t.last_traced;
+    const auto it = t.history.traced.find(reason);
+    in.traced = it != t.history.traced.end() ? it->second : *t.history.last_traced;
     metrics_.set_forecast(t.label, forecast::predict(in, reason));
   }
 }

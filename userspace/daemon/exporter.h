@@ -97,20 +97,22 @@ class Exporter {
     // The recent forks' windows (correlate/window.h), by child. Kept for kForkWindowKeepNs after the
     // exit, for probe samples that arrive late.
     std::map<uint32_t, correlate::Window> fork_windows{};
-    // The forecast's history: the last fork traced of each reason and of any, the process's memory
+    // What the forecast reads: the last fork traced of each reason and of any, the process's memory
     // at the last reading, the replication stream's offset over the last minute (INFO's
     // master_repl_offset, by poll) and the replicas the last poll listed.
-    std::map<correlate::Reason, forecast::Inputs::Traced> traced{};
-    std::optional<forecast::Inputs::Traced> last_traced{};
-    struct Memory {
-      bool known = false;
-      uint64_t rss_bytes = 0;
-      std::optional<uint64_t> cgroup_usage_bytes, cgroup_limit_bytes, mem_available_bytes;
-    } memory{};
-    std::deque<std::pair<uint64_t, int64_t>> repl_offsets{};
+    struct History {
+      std::map<correlate::Reason, forecast::Inputs::Traced> traced{};
+      std::optional<forecast::Inputs::Traced> last_traced{};
+      struct Memory {
+        bool known = false;
+        uint64_t rss_bytes = 0;
+        std::optional<uint64_t> cgroup_usage_bytes, cgroup_limit_bytes, mem_available_bytes;
+      } memory{};
+      std::deque<std::pair<uint64_t, int64_t>> repl_offsets{};
+      size_t replicas = 0;
+    } history{};
     std::optional<proc::SchedStat> main_thread{};  // the main thread's clocks at the last reading
     uint64_t main_thread_ns = 0;                   // and when it was taken
-    size_t replicas = 0;
     // The share of [from_ns, to_ns) that fork windows cover (overlapping windows counted once).
     double fork_share(uint64_t from_ns, uint64_t to_ns) const {
       uint64_t covered = 0, at = from_ns;  // windows by start: a sweep over [at, to_ns)
