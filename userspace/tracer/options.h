@@ -36,7 +36,8 @@ inline LoadFlags load_flags(const boost::program_options::variables_map& vm) {
   if (!disk) throw FatalError(kExitUsage, "--disk: expected auto, on or off.");
   f.disk = *disk;
   f.ringbuf_kb = vm["ringbuf-kb"].as<size_t>();
-  if (f.ringbuf_kb < 4 || f.ringbuf_kb > 1024 * 1024) throw FatalError(kExitUsage, "--ringbuf-kb: expected 4 to 1048576.");
+  if (f.ringbuf_kb < 4 || f.ringbuf_kb > 1024 * 1024)
+    throw FatalError(kExitUsage, "--ringbuf-kb: expected 4 to 1048576.");
   return f;
 }
 
