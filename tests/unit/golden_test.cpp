@@ -313,6 +313,51 @@ TEST(GoldenCaptureSeries, AWindowBeforeWithItemsLetGoIsUnknown) {
   EXPECT_TRUE(r.forks[0].main_thread_before && r.forks[2].client_latency_before);
 }
 
+// The host's folio counters around each fork (taken as its records arrive): each fork gets the
+// change from the reading after its fork to the reading after its child's exit, the counters that
+// changed alone, a gauge's fall negative; through the report's JSON and back; said in its row.
+TEST(GoldenCaptureFolios, EachForkHasTheChangeOverItsWindow) {
+  auto in = read_inputs("capture_uprobe.inputs.json");
+  const auto full = report::assemble(in);
+  ASSERT_EQ(full.forks.size(), 3u);
+  uint64_t nr_anon = 5000, allocs = 100;
+  const auto reading = [&](uint64_t ts) {
+    in.folio_readings.push_back(
+        {ts, {{64, {{"nr_anon", nr_anon}, {"anon_fault_alloc", allocs}, {"split", 7}}}, {2048, {{"nr_anon", 3}}}}});
+  };
+  reading(in.start_ns);
+  for (size_t i = 0; i < full.forks.size(); ++i) {
+    const auto& f = full.forks[i];
+    reading(f.fork_ts_ns + 2'000'000);
+    // While child i lives the parent writes into 100·(i+1) folios and 10 new ones are made; the
+    // folios written into go with the child.
+    allocs += 10;
+    nr_anon = nr_anon + 10 - 100 * (i + 1);
+    reading(f.exit_ts_ns + 2'000'000);
+  }
+  reading(in.end_ns);
+  const auto r = report::assemble(in);
+  for (size_t i = 0; i < r.forks.size(); ++i) {
+    ASSERT_TRUE(r.forks[i].folios) << i;
+    const auto& changed = *r.forks[i].folios;
+    ASSERT_EQ(changed.size(), 1u) << "2 MiB and split did not change";
+    EXPECT_EQ(changed.at(64).at("nr_anon"), 10 - 100 * static_cast<int64_t>(i + 1));
+    EXPECT_EQ(changed.at(64).at("anon_fault_alloc"), 10);
+    EXPECT_EQ(changed.at(64).size(), 2u);
+  }
+  const auto j = report::to_json(r);
+  EXPECT_EQ(j["forks"][2]["folios"]["64"]["nr_anon"], -290) << j["forks"][2].dump();
+  EXPECT_EQ(report::to_json(report::from_json(json::parse(j.dump()))).dump(), j.dump());
+  EXPECT_NE(report::to_text(r).find("folios (host): 64 KiB anon_fault_alloc +10, nr_anon -90 (-5.6 MiB)"),
+            std::string::npos)
+      << report::to_text(r);
+  // Without readings, no such key.
+  EXPECT_FALSE(report::to_json(full)["forks"][0].contains("folios"));
+  // And the recording carries them.
+  EXPECT_EQ(report::inputs_from_json(json::parse(report::inputs_to_json(in).dump())).folio_readings.size(),
+            in.folio_readings.size());
+}
+
 INSTANTIATE_TEST_SUITE_P(Recorded, GoldenCapture, ::testing::Values("capture_uprobe", "capture_fallback"));
 
 // The sum of a histogram's _count series whose labels include every pair of `labels`.

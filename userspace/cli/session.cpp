@@ -258,6 +258,12 @@ report::CaptureInputs CaptureSession::run() {
   report::DiskWindows disk(pid, inputs_);
   stamp_start();
   SeriesKeeper series(inputs_, *sampler_, watcher_.get(), latency_probe_.get(), idle_poll_ms_);
+  // The host's folio counters by size (Linux 6.8+), around each fork: at the start, as each fork's
+  // and child's exit's record arrives, at the end.
+  const auto read_folios = [this, folios = !proc::read_folio_counters().empty()] {
+    if (folios) inputs_.folio_readings.push_back({proc::monotonic_ns(), proc::read_folio_counters()});
+  };
+  read_folios();
   const auto on_event = [&](const thptrace_event& e) {
     if (disk.on_event(e)) return;
     // A stall's and a collapse's counts are the kernel's (the target's and the episodes' counters):
@@ -271,6 +277,7 @@ report::CaptureInputs CaptureSession::run() {
     target_exited = target_exited || e.type == EV_TARGET_EXIT;
     // The mappings the fork's copies will fall in.
     if (e.type == EV_FORK && resolver_) resolver_->refresh();
+    if (e.type == EV_FORK || e.type == EV_CHILD_EXIT) read_folios();
     if (e.type != EV_FORK && e.type != EV_CHILD_EXIT && e.type != EV_TARGET_EXIT) return;
     // Rounds go slowly while no fork is in progress: a fork and a child's exit each get a poll and a
     // sample at once (the reason of a fork without uprobes is read from the polls around it), and
@@ -332,6 +339,7 @@ report::CaptureInputs CaptureSession::run() {
   inputs_.target = tracer_->target(inputs_.pid).value_or(thptrace_target{});
   inputs_.dropped = tracer_->dropped();
   series.finish();
+  read_folios();
   inputs_.cgroup_end = proc::read_memory_cgroup(inputs_.pid);
   if (latency_probe_) {
     inputs_.probe_missed = latency_probe_->missed();

@@ -3,6 +3,7 @@
 // The central record: one fork of a watched process, from the clone call to the child's exit.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -96,6 +97,11 @@ struct ForkEpisode {
   // The process's main thread (Redis's event loop) over the fork's window and the window before;
   // unset without the samples around it.
   std::optional<ThreadTime> main_thread_during, main_thread_before;
+  // The host's anonymous folio counters by size (proc::kFolioCounters) from the first reading at or
+  // after the fork to the first at or after the child's exit (the last reading for a child that
+  // outlived the capture): by size in kB, each counter that changed (a gauge's change may be
+  // negative). Unset where the kernel has no per-size counters, or no readings bracket the window.
+  std::optional<std::map<uint32_t, std::map<std::string, int64_t>>> folios;
   // INFO's aof_delayed_fsync from the last poll before the fork to the first after the child's exit.
   std::optional<int64_t> aof_delayed_fsync;
   // The replicas' full syncs this fork served (INFO replication), in the order they appeared.

@@ -263,6 +263,20 @@ std::map<uint32_t, std::string> read_folio_modes(const std::string& thp_dir) {
   return modes;
 }
 
+FolioCounters read_folio_counters(const std::string& thp_dir) {
+  FolioCounters out;
+  for (const auto& [kb, mode] : read_folio_modes(thp_dir)) {
+    const std::string stats = thp_dir + "/hugepages-" + std::to_string(kb) + "kB/stats/";
+    for (const char* name : kFolioCounters) {
+      uint64_t v = 0;
+      if (const auto t = read_file(stats + name, 32);
+          t && detail::number(trim(std::string_view(*t).substr(0, t->find('\n'))), v))
+        out[kb][name] = v;
+    }
+  }
+  return out;
+}
+
 SystemInfo read_system_info() {
   SystemInfo info;
   struct utsname u {};

@@ -100,6 +100,19 @@ std::string exe_path(pid_t pid);
 inline constexpr const char* kThpEnabledPath = "/sys/kernel/mm/transparent_hugepage/enabled";
 inline constexpr const char* kThpDefragPath = "/sys/kernel/mm/transparent_hugepage/defrag";
 inline constexpr const char* kThpDir = "/sys/kernel/mm/transparent_hugepage";
+// The counters of each anonymous folio size (Linux 6.8+, hugepages-<N>kB/stats/: kFolioCounters,
+// those the kernel has), by size in kB; empty where the kernel has none. System-wide, as /proc/vmstat.
+using FolioCounters = std::map<uint32_t, std::map<std::string, uint64_t>>;
+// anon_fault_alloc (folios of the size allocated at a fault), anon_fault_fallback (a fault that
+// wanted one and fell back to a smaller size), split, split_deferred (queued to be split once
+// partially unmapped), split_failed, nr_anon (a gauge: anonymous folios of the size now, 6.13+),
+// nr_anon_partially_mapped (a gauge) and swpout.
+inline constexpr const char* kFolioCounters[] = {
+    "anon_fault_alloc", "anon_fault_fallback",      "split", "split_deferred", "split_failed",
+    "nr_anon",          "nr_anon_partially_mapped", "swpout"};
+// Whether a folio counter is a gauge (its delta may be negative), not an event count.
+inline bool folio_counter_is_gauge(const std::string& name) { return name.rfind("nr_", 0) == 0; }
+FolioCounters read_folio_counters(const std::string& thp_dir = kThpDir);
 // The modes of hugepages-<N>kB/enabled under thp_dir, by N; empty when there are none.
 std::map<uint32_t, std::string> read_folio_modes(const std::string& thp_dir = kThpDir);
 

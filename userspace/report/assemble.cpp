@@ -24,6 +24,31 @@ void attribute_forks(const CaptureInputs& in, std::vector<correlate::ForkEpisode
   }
 }
 
+// Each fork's folio counters: from the first reading at or after its fork to the first at or after
+// its child's exit (the last reading for a child that outlived the capture), those that changed.
+void folios_of_forks(const CaptureInputs& in, std::vector<correlate::ForkEpisode>& forks) {
+  if (in.folio_readings.empty()) return;
+  const auto first_at = [&](uint64_t ts) -> const FolioReading* {
+    const auto it = std::find_if(in.folio_readings.begin(), in.folio_readings.end(),
+                                 [ts](const FolioReading& r) { return r.ts_ns >= ts; });
+    return it == in.folio_readings.end() ? nullptr : &*it;
+  };
+  for (auto& f : forks) {
+    const FolioReading* from = first_at(f.fork_ts_ns);
+    const FolioReading* to = f.exit_ts_ns ? first_at(f.exit_ts_ns) : &in.folio_readings.back();
+    if (!from || !to || to == from) continue;
+    std::map<uint32_t, std::map<std::string, int64_t>> changed;
+    for (const auto& [kb, counters] : to->counters) {
+      const auto was = from->counters.find(kb);
+      if (was == from->counters.end()) continue;
+      for (const auto& [name, value] : counters)
+        if (const auto old = was->second.find(name); old != was->second.end() && old->second != value)
+          changed[kb][name] = static_cast<int64_t>(value - old->second);
+    }
+    f.folios = std::move(changed);
+  }
+}
+
 // Whether the capture let items of its time series go inside w (a window before a fork that reaches
 // back past what a long capture keeps whole: report/retention.h).
 bool series_let_go_in(const CaptureInputs& in, const correlate::Window& w) {
@@ -186,6 +211,7 @@ Report assemble(const CaptureInputs& in) {
       f.rss_kb_at_fork = at_fork->rss_kb;
   if (in.sample_every) attribute_forks(in, r.forks);
   main_thread_of_forks(in, r.forks);
+  folios_of_forks(in, r.forks);
   if (in.probes.disk.mode != tracer::Mode::unavailable) fsync_of_forks(in, r.forks);
   if (in.latency_probe_hz) {
     client_latency_of_forks(in, r.forks);

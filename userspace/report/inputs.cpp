@@ -369,6 +369,14 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
     for (const auto& x : in.counters)
       c.push_back({x.ts_ns, x.cow_faults, x.child_cow_faults, x.thp_splits});  // 4 numbers a row: a long series
   }
+  if (!in.folio_readings.empty()) {
+    auto& f = j["folio_readings"] = ordered_json::array();
+    for (const auto& r : in.folio_readings) {
+      ordered_json sizes = ordered_json::object();
+      for (const auto& [kb, counters] : r.counters) sizes[std::to_string(kb)] = counters;
+      f.push_back({{"ts_ns", r.ts_ns}, {"counters", std::move(sizes)}});
+    }
+  }
   if (in.copy_cost_ns) j["copy_cost_ns"] = *in.copy_cost_ns;
   if (in.sample_every) {
     j["sample_every"] = in.sample_every;
@@ -489,6 +497,13 @@ CaptureInputs inputs_from_json(const json& j) {
     for (const auto& x : j.at("counters")) {
       const auto row = x.get<std::array<uint64_t, 4>>();
       in.counters.push_back({row[0], row[1], row[2], row[3]});
+    }
+  if (j.contains("folio_readings"))
+    for (const auto& x : j.at("folio_readings")) {
+      FolioReading r{.ts_ns = x.at("ts_ns").get<uint64_t>(), .counters = {}};
+      for (const auto& [kb, counters] : x.at("counters").items())
+        r.counters[static_cast<uint32_t>(std::stoul(kb))] = counters.get<std::map<std::string, uint64_t>>();
+      in.folio_readings.push_back(std::move(r));
     }
   if (j.contains("copy_cost_ns")) in.copy_cost_ns = j.at("copy_cost_ns").get<double>();
   in.sample_every = j.value("sample_every", 0U);

@@ -45,6 +45,11 @@ struct DiskSummary {
   std::optional<correlate::FsyncWindow> calls;
 };
 
+struct FolioReading {
+  uint64_t ts_ns = 0;  // CLOCK_MONOTONIC
+  proc::FolioCounters counters;
+};
+
 struct CaptureInputs {
   std::string version;
   proc::SystemInfo system;
@@ -84,6 +89,10 @@ struct CaptureInputs {
   // The target's memory cgroup at the start and at the end (limit, the kernel's peak, OOM kills).
   std::optional<proc::CgroupMemory> cgroup_start, cgroup_end;
   std::vector<CounterSample> counters;  // only with --svg; written only when there are some
+  // The host's folio counters by size (proc::read_folio_counters), read at the start, at each fork
+  // and child's exit of the target (when their record arrives) and at the end; none where the
+  // kernel has no per-size counters (written only when there are some).
+  std::vector<FolioReading> folio_readings;
   // ns one copy-on-write fault took on this host, measured before the capture (cli/copy_cost.h);
   // only where the kernel does not time the faults (the tracepoint modes).
   std::optional<double> copy_cost_ns;

@@ -112,6 +112,24 @@ std::string child_io_line(const correlate::ForkEpisode& e) {
                      rate, mib(io.storage_bytes));
 }
 
+// The host's folio counters that changed over the fork's window, by size: "folios (host): 64 KiB
+// nr_anon -256 (-16.0 MiB), split_deferred +1" (the folios the parent's writes replaced by 4 KiB
+// pages are freed with the child).
+std::string folio_line(const std::map<uint32_t, std::map<std::string, int64_t>>& sizes) {
+  std::string out;
+  for (const auto& [kb, counters] : sizes) {
+    std::string parts;
+    for (const auto& [name, delta] : counters) {
+      parts += fmt::format("{}{} {:+}", parts.empty() ? "" : ", ", name, delta);
+      if (name == "nr_anon")
+        parts += fmt::format(" ({:+.1f} MiB)", static_cast<double>(delta) * static_cast<double>(kb) / 1024);
+    }
+    out += fmt::format("{}{} {}", out.empty() ? "" : "; ",
+                       kb % 1024 ? fmt::format("{} KiB", kb) : fmt::format("{} MiB", kb / 1024), parts);
+  }
+  return "           folios (host): " + out;
+}
+
 std::string client_latency_line(const redis::ClientLatency& d, const std::optional<redis::ClientLatency>& b,
                                 uint64_t timeout_us) {
   const auto figures = [timeout_us](const redis::ClientLatency& c) {
@@ -232,6 +250,7 @@ void fork_lines(const Report& r, const Line& line) {
           (e.fsync_during->count() || e.fsync_during->aof_write || (e.fsync_before && e.fsync_before->count())))
         line(fsync_line(*e.fsync_during, e.fsync_before));
       if (e.child_io && e.child_io->written_bytes) line(child_io_line(e));
+      if (e.folios && !e.folios->empty()) line(folio_line(*e.folios));
       if (e.fault_avg_ns)
         line(fmt::format("           COW fault handler: avg {:.0f} ns; huge-PMD faults {}", *e.fault_avg_ns,
                          e.huge_cow_faults));
