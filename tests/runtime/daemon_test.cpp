@@ -230,6 +230,35 @@ TEST(Daemon, IdleSeriesStayFresh) {
   EXPECT_EQ(d.proc().wait(30s), 0) << d.proc().err();
 }
 
+// The host's anonymous folios by size are the kernel's own count (hugepages-<N>kB/stats/nr_anon,
+// Linux 6.13+) times the size, for every size the kernel counts.
+TEST(Daemon, AnonFolioBytesAreTheKernelsCount) {
+  REQUIRE_BPF();
+  const auto counts = thptrace::proc::read_folio_counters();
+  std::vector<uint32_t> sizes;
+  for (const auto& [kb, values] : counts)
+    if (values.count("nr_anon")) sizes.push_back(kb);
+  if (sizes.empty()) GTEST_SKIP() << "this kernel does not count anonymous folios by size (6.13+)";
+  Daemon d({"--pid", std::to_string(::getpid())});
+  for (const uint32_t kb : sizes) {
+    const std::string s = "thptrace_anon_folio_bytes{size_kb=\"" + std::to_string(kb) + "\"}";
+    // A gauge of the whole host, read every 5 s: until it shows the count the kernel has now (within
+    // what other processes change in the meantime on a busy host: 16 folios, 2%).
+    const double size = kb * 1024.0;
+    const auto now = [kb, size] {
+      return static_cast<double>(thptrace::proc::read_folio_counters()[kb]["nr_anon"]) * size;
+    };
+    bool matched = false;
+    const auto v = d.wait_for(
+        s, [&](double x) { return matched = std::abs(x - now()) <= 16 * size + 0.02 * now(); }, 20s);
+    ASSERT_TRUE(v) << s << " not exported: " << d.scrape();
+    EXPECT_TRUE(matched) << s << " " << *v << " against the kernel's " << now();
+    EXPECT_EQ(std::fmod(*v, size), 0.0) << s;
+  }
+  d.proc().signal(SIGTERM);
+  EXPECT_EQ(d.proc().wait(30s), 0) << d.proc().err();
+}
+
 // Polls slowly while no fork is in progress (the slowest idle cadence allowed), fast from the fork
 // event on: a BGSAVE, an AOF rewrite and a full sync are still each labelled right, with uprobes and
 // with reasons from INFO polling alone (--force-fallback). Short children too: an AOF rewrite of a

@@ -138,6 +138,7 @@ TEST(MetricsTargets, EveryFamilyIsDocumentedWithItsType) {
   m.set_thp_mode("madvise", "madvise");
   m.set_map_entries("targets", 1, 64);
   m.add_program_cost("fork_btf", 1, 100);
+  m.set_anon_folios({{64, {{"nr_anon", 3}}}});
   thptrace::forecast::Inputs in;
   in.rss_bytes = 1 << 30;
   in.traced = thptrace::forecast::Inputs::Traced{9000, 2, 64 << 20};

@@ -79,6 +79,8 @@ void Daemon::reap_kernel_maps() {
   metrics_.set_map_entries("episodes", tracer_->episode_count(), options_.max_episodes);
   metrics_.set_map_entries("targets", tracer_->target_count(), options_.max_targets);
 
+  metrics_.set_anon_folios(proc::read_folio_counters());
+
   const bool stats = bpf_stats_enabled();
   metrics_.set_bpf_stats_enabled(stats);
   for (const auto& p : tracer_->program_stats()) {

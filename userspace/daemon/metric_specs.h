@@ -237,6 +237,11 @@ inline constexpr auto kMetrics = [] {
        .type = MetricType::gauge,
        .owner = Owner::host,
        .help = "The system's THP modes (/sys/kernel/mm/transparent_hugepage)."},
+      {.name = "thptrace_anon_folio_bytes",
+       .type = MetricType::gauge,
+       .owner = Owner::host,
+       .help = "Anonymous memory of the host in folios of each size, by size in KiB "
+               "(hugepages-<N>kB/stats/nr_anon times N; Linux 6.13+), read every 5 s."},
       {.name = "thptrace_thp_process_enabled",
        .type = MetricType::gauge,
        .owner = Owner::target,

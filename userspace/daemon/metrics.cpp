@@ -409,6 +409,13 @@ void Metrics::add_program_cost(const std::string& program, uint64_t runs, uint64
       .Increment(static_cast<double>(run_ns) / 1e9);
 }
 
+void Metrics::set_anon_folios(const proc::FolioCounters& counters) {
+  for (const auto& [kb, values] : counters)
+    if (const auto n = values.find("nr_anon"); n != values.end())
+      gauge<"thptrace_anon_folio_bytes">({{"size_kb", std::to_string(kb)}})
+          .Set(static_cast<double>(n->second) * static_cast<double>(kb) * 1024);
+}
+
 void Metrics::set_bpf_stats_enabled(bool enabled) { gauge<"thptrace_bpf_stats_enabled">({}).Set(enabled ? 1 : 0); }
 
 std::string Metrics::exposition() const {

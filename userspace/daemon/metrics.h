@@ -25,6 +25,7 @@
 #include "daemon/web_config.h"
 #include "forecast/forecast.h"
 #include "proc/container.h"
+#include "proc/proc.h"
 #include "redis/watcher.h"
 #include "tracer/probe.h"
 
@@ -133,6 +134,8 @@ class Metrics {
   // Per BPF program: run count and run time since load (kernel.bpf_stats_enabled), as deltas.
   void add_program_cost(const std::string& program, uint64_t runs, uint64_t run_ns);
   void set_bpf_stats_enabled(bool enabled);
+  // The host's anonymous folios of each size (proc::FolioCounters' nr_anon), by size in KiB.
+  void set_anon_folios(const proc::FolioCounters& counters);
 
  private:
   prometheus::Labels of(const std::string& target, const prometheus::Labels& extra = {}) const {
