@@ -315,7 +315,10 @@ void expect_64k_folios(bool force_fallback) {
   EXPECT_NE(c.out.find("anonymous folio sizes:"), std::string::npos) << c.out;
   // The folios the parent wrote into after the fork stay whole in the child and go with it: the
   // parent's pages there are 4 KiB ones from then on. The writer writes every page of its region,
-  // so the host's 64 KiB folios (nr_anon, 6.13+) fall by the region's folios over the fork's window.
+  // so over the fork's window the host's 64 KiB folios (nr_anon, 6.13+) lose the region's. The
+  // counters are the host's: what other processes make meanwhile (anon_fault_alloc; a compiler
+  // beside gets 64 KiB folios too while the size is `always`) offsets the fall, what they free adds
+  // to it, so the fall and the folios made together are at least the region's.
   if (!std::filesystem::exists(dir + "/stats")) return;
   const auto& forks = c.report["forks"];
   ASSERT_EQ(forks.size(), 1u) << c.report.dump(2);
@@ -323,8 +326,8 @@ void expect_64k_folios(bool force_fallback) {
   if (!std::filesystem::exists(dir + "/stats/nr_anon")) return;
   const auto& mine = forks[0]["folios"].value("64", nlohmann::json::object());
   const int64_t fell = -mine.value("nr_anon", int64_t{0});
-  EXPECT_GE(fell, static_cast<int64_t>(kPages / 16 / 2)) << forks[0]["folios"].dump();
-  EXPECT_LE(fell, static_cast<int64_t>(kPages / 16 + 64)) << forks[0]["folios"].dump();
+  const int64_t made = mine.value("anon_fault_alloc", int64_t{0});
+  EXPECT_GE(fell + made, static_cast<int64_t>(kPages / 16 / 2)) << forks[0]["folios"].dump();
   EXPECT_NE(c.out.find("folios (host): 64 KiB"), std::string::npos) << c.out;
   std::cout << "the fork's window, folio counters: " << forks[0]["folios"].dump() << "\n";
 }

@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include "cli/copy_cost.h"
@@ -259,9 +261,19 @@ report::CaptureInputs CaptureSession::run() {
   stamp_start();
   SeriesKeeper series(inputs_, *sampler_, watcher_.get(), latency_probe_.get(), idle_poll_ms_);
   // The host's folio counters by size (Linux 6.8+), around each fork: at the start, as each fork's
-  // and child's exit's record arrives, at the end.
-  const auto read_folios = [this, folios = !proc::read_folio_counters().empty()] {
+  // record arrives, once each exited child's memory is gone, and at the end. A child's exit record
+  // can come before its memory is freed (6.16+ trace the exit before exit_mm): the reading waits
+  // until the child is a zombie or gone, checked after each poll.
+  const bool folios = !proc::read_folio_counters().empty();
+  const auto read_folios = [this, folios] {
     if (folios) inputs_.folio_readings.push_back({proc::monotonic_ns(), proc::read_folio_counters()});
+  };
+  std::vector<pid_t> exits_unread;
+  // A zombie has freed its memory (exit_mm comes before exit_notify); a child not yet a zombie may
+  // have let go of its mm (statm 0) and not yet freed it.
+  const auto released = [](pid_t child) { return !proc::process_exists(child); };
+  const auto read_folios_after_exits = [&] {
+    if (std::erase_if(exits_unread, released) > 0) read_folios();
   };
   read_folios();
   const auto on_event = [&](const thptrace_event& e) {
@@ -277,7 +289,8 @@ report::CaptureInputs CaptureSession::run() {
     target_exited = target_exited || e.type == EV_TARGET_EXIT;
     // The mappings the fork's copies will fall in.
     if (e.type == EV_FORK && resolver_) resolver_->refresh();
-    if (e.type == EV_FORK || e.type == EV_CHILD_EXIT) read_folios();
+    if (e.type == EV_FORK) read_folios();
+    if (e.type == EV_CHILD_EXIT && folios) exits_unread.push_back(static_cast<pid_t>(e.child_pid));
     if (e.type != EV_FORK && e.type != EV_CHILD_EXIT && e.type != EV_TARGET_EXIT) return;
     // Rounds go slowly while no fork is in progress: a fork and a child's exit each get a poll and a
     // sample at once (the reason of a fork without uprobes is read from the polls around it), and
@@ -320,6 +333,7 @@ report::CaptureInputs CaptureSession::run() {
     pace.take_settled(proc::monotonic_ns());
     disk.settle(proc::monotonic_ns());
     series.tick(proc::monotonic_ns());
+    read_folios_after_exits();
     resolve_samples();
     if (n < 0 && n != -EINTR) {
       log::warn("ring buffer poll failed: {}", std::strerror(-n));
@@ -339,6 +353,9 @@ report::CaptureInputs CaptureSession::run() {
   inputs_.target = tracer_->target(inputs_.pid).value_or(thptrace_target{});
   inputs_.dropped = tracer_->dropped();
   series.finish();
+  // A child that exited at the very end: a moment for its memory to go.
+  for (int i = 0; i < 50 && !std::all_of(exits_unread.begin(), exits_unread.end(), released); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   read_folios();
   inputs_.cgroup_end = proc::read_memory_cgroup(inputs_.pid);
   if (latency_probe_) {
