@@ -264,7 +264,10 @@ report::CaptureInputs CaptureSession::run() {
   // record arrives, once each exited child's memory is gone, and at the end. A child's exit record
   // can come before its memory is freed (6.16+ trace the exit before exit_mm): the reading waits
   // until the child is a zombie or gone, checked after each poll.
-  const bool folios = !proc::read_folio_counters().empty();
+  // The start's reading tells whether the kernel has them.
+  inputs_.folio_readings.push_back({proc::monotonic_ns(), proc::read_folio_counters()});
+  const bool folios = !inputs_.folio_readings.back().counters.empty();
+  if (!folios) inputs_.folio_readings.clear();
   const auto read_folios = [this, folios] {
     if (folios) inputs_.folio_readings.push_back({proc::monotonic_ns(), proc::read_folio_counters()});
   };
@@ -275,7 +278,6 @@ report::CaptureInputs CaptureSession::run() {
   const auto read_folios_after_exits = [&] {
     if (std::erase_if(exits_unread, released) > 0) read_folios();
   };
-  read_folios();
   const auto on_event = [&](const thptrace_event& e) {
     if (disk.on_event(e)) return;
     // A stall's and a collapse's counts are the kernel's (the target's and the episodes' counters):
