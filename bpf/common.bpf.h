@@ -288,31 +288,6 @@ static __always_inline struct thptrace_pcpu *pcpu_of(const struct thptrace_hot *
 	return bpf_map_lookup_elem(&pcpu, &key);
 }
 
-/* Adds mul times the sum over every CPU of a line owner's counters (pcpu_slot) to an episode's
- * fault counters: mul = -1 at fork, 1 at the child's exit, which leaves the faults between the two.
- * Not atomic across CPUs, and need not be: each CPU's counter is read once at each end, so a fault
- * that races the read is counted either before or after, never twice or not at all. Plain stores
- * into the episode: for a line owner's episode only the fork and the closing program write these
- * fields. */
-static __always_inline void episode_add_pcpu(struct thptrace_episode *ep, __u32 pcpu_slot,
-					     __u64 mul)
-{
-	for (__u32 r = 0; r < pcpu_regions && r < THPTRACE_MAX_CPUS; r++) {
-		__u32 key = r * pcpu_slots + pcpu_slot;
-		struct thptrace_pcpu *p = bpf_map_lookup_elem(&pcpu, &key);
-
-		if (!p)
-			break;
-		ep->cow_faults += mul * p->cow_faults;
-		ep->huge_cow_faults += mul * p->huge_cow_faults;
-		ep->thp_splits += mul * p->thp_splits;
-		ep->fault_ns_total += mul * p->fault_ns_total;
-		ep->fault_ns_count += mul * p->fault_ns_count;
-		_Pragma("unroll") for (int i = 0; i < THPTRACE_LAT_SLOTS; i++) ep->fault_lat[i] +=
-		    mul * p->fault_lat[i];
-	}
-}
-
 /* The registers and top of stack of the current thread's user context into d (a DWARF sample): the
  * registers from regs (the user fault's own, or the task's saved user pt_regs), the stack from sp
  * up: 8 KiB, or, where the stack's mapping ends sooner (a main thread near main() with a small
@@ -436,6 +411,58 @@ static __always_inline __u32 log2_slot(__u64 v)
 	if (v >> 2) { v >>= 2; slot += 2; }
 	if (v >> 1) { slot += 1; }
 	return slot < THPTRACE_LAT_SLOTS ? slot : THPTRACE_LAT_SLOTS - 1;
+}
+
+/* ---- the fault counters (struct thptrace_faults): their one add per kind ---- */
+
+/* One write fault on a present page into f, from any CPU: huge when do_huge_pmd_wp_page took it,
+ * split when that fell back to pte level (where the retry is the fault counted as a copy), ns its
+ * time in the handler (0 when not timed). */
+static __always_inline void faults_add(struct thptrace_faults *f, bool huge, bool split, __u64 ns)
+{
+	if (!split)
+		__sync_fetch_and_add(&f->cow, 1);
+	if (huge)
+		__sync_fetch_and_add(&f->huge_cow, 1);
+	if (split)
+		__sync_fetch_and_add(&f->thp_splits, 1);
+	if (ns) {
+		__sync_fetch_and_add(&f->lat[log2_slot(ns) & (THPTRACE_LAT_SLOTS - 1)], 1);
+		__sync_fetch_and_add(&f->ns_total, ns);
+		__sync_fetch_and_add(&f->ns_count, 1);
+	}
+}
+
+/* mul times from into into, with plain stores: for counters only one program writes at a time. */
+static __always_inline void faults_add_scaled(struct thptrace_faults *into,
+					      const struct thptrace_faults *from, __u64 mul)
+{
+	into->cow += mul * from->cow;
+	into->huge_cow += mul * from->huge_cow;
+	into->thp_splits += mul * from->thp_splits;
+	into->ns_total += mul * from->ns_total;
+	into->ns_count += mul * from->ns_count;
+	_Pragma("unroll") for (int i = 0; i < THPTRACE_LAT_SLOTS; i++) into->lat[i] +=
+	    mul * from->lat[i];
+}
+
+/* Adds mul times the sum over every CPU of a line owner's counters (pcpu_slot) to an episode's
+ * fault counters: mul = -1 at fork, 1 at the child's exit, which leaves the faults between the two.
+ * Not atomic across CPUs, and need not be: each CPU's counter is read once at each end, so a fault
+ * that races the read is counted either before or after, never twice or not at all. Plain stores
+ * into the episode: for a line owner's episode only the fork and the closing program write these
+ * fields. */
+static __always_inline void episode_add_pcpu(struct thptrace_episode *ep, __u32 pcpu_slot,
+					     __u64 mul)
+{
+	for (__u32 r = 0; r < pcpu_regions && r < THPTRACE_MAX_CPUS; r++) {
+		__u32 key = r * pcpu_slots + pcpu_slot;
+		struct thptrace_pcpu *p = bpf_map_lookup_elem(&pcpu, &key);
+
+		if (!p)
+			break;
+		faults_add_scaled(&ep->faults, &p->faults, mul);
+	}
 }
 
 /* Calls fn(episode) for each live episode of a watched process. */

@@ -21,15 +21,6 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define X86_PF_WRITE 0x2
 #define VM_FAULT_FALLBACK_BIT 0x800 /* VM_FAULT_FALLBACK, stable since 3.8 */
 
-static __always_inline void add_latency(__u64 *hist, __u64 *total, __u64 *count, __u64 ns)
-{
-	__u32 slot = log2_slot(ns);
-
-	__sync_fetch_and_add(&hist[slot & (THPTRACE_LAT_SLOTS - 1)], 1);
-	__sync_fetch_and_add(total, ns);
-	__sync_fetch_and_add(count, 1);
-}
-
 /* One write fault on a present page by `tgid`, counted in the hash maps (the slow path: fork
  * children, targets whose fast-path line another target owns). ns = handler time (0 when unknown).
  * Returns whether the fault is a copy by a watched process while one of its fork children lives: one
@@ -43,30 +34,16 @@ static __always_inline bool count_fault(__u32 tgid, __u64 ns, bool huge, bool sp
 	if (tgt) {
 		bool live = false;
 
-		if (!huge || !split)
-			__sync_fetch_and_add(&tgt->cow_faults, 1);
-		if (huge)
-			__sync_fetch_and_add(&tgt->huge_cow_faults, 1);
-		if (split)
-			__sync_fetch_and_add(&tgt->thp_splits, 1);
-		if (ns)
-			add_latency(tgt->fault_lat, &tgt->fault_ns_total, &tgt->fault_ns_count, ns);
+		faults_add(&tgt->faults, huge, split, ns);
 		for_each_active_episode(tgt, ep, {
-			if (!huge || !split)
-				__sync_fetch_and_add(&ep->cow_faults, 1);
-			if (huge)
-				__sync_fetch_and_add(&ep->huge_cow_faults, 1);
-			if (split)
-				__sync_fetch_and_add(&ep->thp_splits, 1);
-			if (ns)
-				add_latency(ep->fault_lat, &ep->fault_ns_total, &ep->fault_ns_count, ns);
+			faults_add(&ep->faults, huge, split, ns);
 			live = true;
 		});
-		return live && (!huge || !split);
+		return live && !split;
 	}
 	/* A fork child of a watched process: its own faults (writes to pages it shares with the parent). */
 	child = bpf_map_lookup_elem(&episodes, &tgid);
-	if (child && !child->exit_ts_ns && (!huge || !split)) {
+	if (child && !child->exit_ts_ns && !split) {
 		__sync_fetch_and_add(&child->child_cow_faults, 1);
 		tgt = bpf_map_lookup_elem(&targets, &child->parent_tgid);
 		if (tgt)
@@ -142,15 +119,8 @@ static __always_inline void wp_count(void *ctx, struct vm_fault *vmf, __u32 tgid
 	p = pcpu_of(h);
 	if (!p)
 		return;
-	if (!split)
-		__sync_fetch_and_add(&p->cow_faults, 1);
-	if (huge)
-		__sync_fetch_and_add(&p->huge_cow_faults, 1);
-	if (split)
-		__sync_fetch_and_add(&p->thp_splits, 1);
-	if (ns)
-		add_latency(p->fault_lat, &p->fault_ns_total, &p->fault_ns_count, ns);
-	if (!split && sample_due(p->cow_faults, &p->sample_at) && h->live)
+	faults_add(&p->faults, huge, split, ns);
+	if (!split && sample_due(p->faults.cow, &p->sample_at) && h->live)
 		sample_send(ctx, tgid, wp_address(vmf), true, NULL);
 }
 
@@ -307,10 +277,10 @@ static __always_inline int on_user_fault(void *ctx, unsigned long address, unsig
 	p = pcpu_of(h);
 	if (!p)
 		return 0;
-	__sync_fetch_and_add(&p->cow_faults, 1);
+	faults_add(&p->faults, false, false, 0);
 	/* The line this fault has read already says whether a child lives; this CPU's count of the
 	 * owner's faults, on a line only this CPU writes, is the sampler's tick. */
-	if (sample_due(p->cow_faults, &p->sample_at) && h->live)
+	if (sample_due(p->faults.cow, &p->sample_at) && h->live)
 		sample_send(ctx, tgid, address, btf, uregs);
 	return 0;
 }

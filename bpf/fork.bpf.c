@@ -189,12 +189,7 @@ static __always_inline void close_episode(__u32 pid, struct task_struct *p)
 			if (h->live)
 				__sync_fetch_and_sub(&h->live, 1);
 		} else {
-			ep->cow_faults = 0;
-			ep->huge_cow_faults = 0;
-			ep->thp_splits = 0;
-			ep->fault_ns_total = 0;
-			ep->fault_ns_count = 0;
-			__builtin_memset(ep->fault_lat, 0, sizeof(ep->fault_lat));
+			__builtin_memset(&ep->faults, 0, sizeof(ep->faults));
 		}
 		ep->based = 0;
 	}

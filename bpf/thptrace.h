@@ -94,6 +94,20 @@ enum thptrace_stall_kind {
 	STALL_RECLAIM = 1,
 };
 
+/* The write faults on present pages of one process: the one set that a target's totals, an episode
+ * and a line owner's counters on one CPU each keep. One add for it on each side of the kernel
+ * boundary: faults_add and faults_add_scaled (bpf/common.bpf.h), thptrace::add_faults
+ * (userspace/kernel/abi.h). */
+struct thptrace_faults {
+	__u64 cow;	/* write faults on present pages (a huge one that splits counts once, at pte
+			   level) */
+	__u64 huge_cow; /* fentry: do_huge_pmd_wp_page */
+	__u64 thp_splits; /* fentry: huge COW faults that split the PMD (VM_FAULT_FALLBACK) */
+	__u64 ns_total;	  /* fentry: time in the wp handlers */
+	__u64 ns_count;	  /* fentry: faults timed */
+	__u64 lat[THPTRACE_LAT_SLOTS];
+};
+
 /* One fork of a watched process, from the child's creation to its exit. Counters are updated with
  * atomic adds from any CPU while the child lives. */
 struct thptrace_episode {
@@ -103,37 +117,29 @@ struct thptrace_episode {
 	__u32 redis_ctx;            /* enum thptrace_redis_ctx bits seen at fork time */
 	__u32 tracked;              /* 1 when the fork took an active slot (and a slow-path reference on
 				     * the child's hot line), which closing the episode gives back */
-	__u32 based;                /* 1 while the fault counters below hold minus the parent's per-CPU
-				     * sums at fork (the parent owns its hot line): the episode's own
-				     * count is that plus the sums now; closing the episode adds them */
+	__u32 based; /* 1 while faults holds minus the parent's per-CPU sums at fork (the
+		      * parent owns its hot line): the episode's own count is that plus
+		      * the sums now; closing the episode adds them */
 	__u64 fork_ts_ns;           /* sched_process_fork, CLOCK_MONOTONIC */
 	__u64 exit_ts_ns;           /* child exit; 0 while alive */
 	__u64 clone_start_ns;       /* clone syscall entry in the parent; 0 when not seen */
 	__u64 clone_end_ns;         /* clone syscall return in the parent; 0 when not seen */
 	__u64 libc_fork_ns;         /* libc fork() call to return in the parent (uprobe); 0 when not seen */
-	__u64 cow_faults;           /* write faults on present pages by the parent while the child lives */
-	__u64 child_cow_faults;     /* the same, taken by the child */
-	__u64 huge_cow_faults;      /* fentry: do_huge_pmd_wp_page in the parent */
-	__u64 thp_splits;           /* fentry: huge COW faults that split the PMD (VM_FAULT_FALLBACK) */
-	__u64 huge_allocs;          /* order-9 page allocations by the parent */
-	__u64 fault_ns_total;       /* fentry: time spent in the wp handlers (parent) */
-	__u64 fault_ns_count;
+	__u64 child_cow_faults;	    /* write faults on present pages taken by the child */
+	__u64 huge_allocs;	    /* order-9 page allocations by the parent */
 	__u64 compaction_stalls;
 	__u64 compaction_ns;
 	__u64 reclaim_stalls;
 	__u64 reclaim_ns;
 	__u64 child_wchar;          /* at the child's exit: bytes it passed to write calls */
 	__u64 child_write_bytes;    /* at the child's exit: bytes of page cache it dirtied */
-	__u64 fault_lat[THPTRACE_LAT_SLOTS];
+	struct thptrace_faults faults; /* the parent's, while the child lives */
 };
 
 /* Per watched process state and totals over the whole capture. */
 struct thptrace_target {
 	__u32 active[THPTRACE_MAX_ACTIVE]; /* child pids of live episodes, 0 = free slot */
-	__u64 cow_faults;
 	__u64 child_cow_faults;
-	__u64 huge_cow_faults;
-	__u64 thp_splits;
 	__u64 huge_allocs;
 	__u64 khugepaged_scans;
 	__u64 thp_collapses;
@@ -141,10 +147,9 @@ struct thptrace_target {
 	__u64 compaction_ns;
 	__u64 reclaim_stalls;
 	__u64 reclaim_ns;
-	__u64 fault_ns_total;
-	__u64 fault_ns_count;
 	__u64 untracked_forks;     /* forks seen while every active slot, or the episodes map, was full */
-	__u64 fault_lat[THPTRACE_LAT_SLOTS];
+	struct thptrace_faults
+	    faults; /* the target's own (a line owner's live on its CPUs: pcpu map) */
 };
 
 /* One cache line per watched tgid, read (not written) by every write fault of the machine in the
@@ -166,14 +171,10 @@ struct thptrace_hot {
 /* A line owner's fault counters on one CPU (pcpu map: one region of `slots` entries per CPU). Only
  * that CPU adds to them; userspace and the fork programs sum the regions. */
 struct thptrace_pcpu {
-	__u64 cow_faults;      /* write faults on present pages (huge ones that split count once) */
-	__u64 huge_cow_faults; /* fentry: do_huge_pmd_wp_page */
-	__u64 thp_splits;      /* fentry: huge COW faults that split the PMD */
-	__u64 fault_ns_total;  /* fentry: time in the wp handlers */
-	__u64 fault_ns_count;
-	__u64 sample_at;       /* cow_faults count at which the next copy on this CPU is sampled (0: none drawn) */
-	__u64 pad[2];
-	__u64 fault_lat[THPTRACE_LAT_SLOTS];
+	__u64 sample_at; /* faults.cow at which the next copy on this CPU is sampled (0: none drawn)
+			  */
+	struct thptrace_faults faults;
+	__u64 pad[2]; /* to whole cache lines */
 };
 
 static inline __u32 thptrace_hot_index(__u32 tgid)

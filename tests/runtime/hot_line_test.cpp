@@ -77,11 +77,11 @@ void expect_slow_path_counts(bool force_fallback) {
       if (e.type == EV_CHILD_EXIT && e.tgid == static_cast<__u32>(work.pid())) episode = e.episode;
     });
   ASSERT_TRUE(episode) << "no exit record of the workload's fork child";
-  EXPECT_NEAR(static_cast<double>(episode->cow_faults), kPages, 0.02 * kPages);
+  EXPECT_NEAR(static_cast<double>(episode->faults.cow), kPages, 0.02 * kPages);
   const auto target = t.target(work.pid());
   ASSERT_TRUE(target);
-  EXPECT_GE(target->cow_faults, episode->cow_faults);
-  EXPECT_LT(t.target(occupant.pid()).value_or(thptrace_target{}).cow_faults, 100u);
+  EXPECT_GE(target->faults.cow, episode->faults.cow);
+  EXPECT_LT(t.target(occupant.pid()).value_or(thptrace_target{}).faults.cow, 100u);
 
   EXPECT_TRUE(work.wait_stdout_line("done", 30s));
   EXPECT_EQ(work.wait(10s), 0);
@@ -92,7 +92,7 @@ void expect_slow_path_counts(bool force_fallback) {
   t.unwatch(work.pid());
   t.watch(work.pid());
   EXPECT_TRUE(t.owns_hot_line(work.pid()));
-  EXPECT_EQ(t.target(work.pid()).value_or(thptrace_target{}).cow_faults, 0u);
+  EXPECT_EQ(t.target(work.pid()).value_or(thptrace_target{}).faults.cow, 0u);
 }
 
 }  // namespace

@@ -103,8 +103,8 @@ TEST(Tracer, FentryWithoutTaskStorageCountsAndTimesEveryFault) {
       if (e.type == EV_CHILD_EXIT && e.tgid == static_cast<__u32>(work.pid())) episode = e.episode;
     });
   ASSERT_TRUE(episode) << "no exit record of the workload's fork child";
-  EXPECT_NEAR(static_cast<double>(episode->cow_faults), kPages, 0.02 * kPages);
-  EXPECT_GE(episode->fault_ns_count, episode->cow_faults) << "every counted fault was timed";
+  EXPECT_NEAR(static_cast<double>(episode->faults.cow), kPages, 0.02 * kPages);
+  EXPECT_GE(episode->faults.ns_count, episode->faults.cow) << "every counted fault was timed";
   // The samples were sent before the child's exit record; one more poll takes any still in the ring.
   t.poll(100, [](const thptrace_event&) {});
   size_t samples = 0, with_stack = 0;

@@ -39,7 +39,7 @@ inline thptrace_episode episode(uint32_t child, uint64_t fork_ts, uint64_t exit_
   ep.child_pid = child;
   ep.fork_ts_ns = fork_ts;
   ep.exit_ts_ns = exit_ts;
-  ep.cow_faults = cow;
+  ep.faults.cow = cow;
   ep.reason = reason;
   return ep;
 }

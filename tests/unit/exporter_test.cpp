@@ -51,7 +51,7 @@ daemon::Exporter::Readings counters_at(daemon::Exporter::TargetId id, uint64_t n
   daemon::Exporter::Readings r;
   r.now_ns = now;
   thptrace_target k{};
-  k.cow_faults = cow_faults;
+  k.faults.cow = cow_faults;
   r.targets.push_back({id, k, {}});
   return r;
 }

@@ -29,8 +29,8 @@ report::CaptureInputs inputs(tracer::Mode cow_mode, uint64_t fault_ns, std::opti
   exit.episode.compaction_stalls = 1;
   exit.episode.compaction_ns = 3'000'000;
   if (fault_ns) {
-    exit.episode.fault_ns_total = fault_ns;
-    exit.episode.fault_ns_count = 1'000;
+    exit.episode.faults.ns_total = fault_ns;
+    exit.episode.faults.ns_count = 1'000;
   }
   in.events.push_back(exit);
   return in;

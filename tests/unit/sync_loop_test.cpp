@@ -23,7 +23,7 @@ void add_fork(report::CaptureInputs& in, uint32_t child, uint64_t fork_ms, uint6
   e.episode.fork_ts_ns = fork_ms * kMs;
   e.episode.exit_ts_ns = exit_ms * kMs;
   e.episode.reason = REASON_FULL_SYNC_DISKLESS;
-  e.episode.cow_faults = 256;  // 1 MiB
+  e.episode.faults.cow = 256;  // 1 MiB
   in.events.push_back(e);
 }
 

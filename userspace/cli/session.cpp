@@ -108,6 +108,45 @@ class SeriesKeeper {
   uint64_t next_thin_ns_;
 };
 
+// The host's folio counters by size (Linux 6.8+), around each fork: at the start, as each fork's
+// record arrives, once each exited child's memory is gone, and at the end. A child's exit record can
+// come before its memory is freed (6.16+ trace the exit before exit_mm): the reading waits until the
+// child is a zombie or gone, checked after each poll. The start's reading tells whether the kernel
+// has them; without, nothing is read again.
+class FolioWatch {
+ public:
+  explicit FolioWatch(std::vector<report::FolioReading>& readings) : readings_(readings) {
+    read();
+    on_ = !readings_.back().counters.empty();
+    if (!on_) readings_.clear();
+  }
+  void on_fork() {
+    if (on_) read();
+  }
+  void on_child_exit(pid_t child) {
+    if (on_) exits_unread_.push_back(child);
+  }
+  void after_poll() {
+    if (std::erase_if(exits_unread_, released) > 0) read();
+  }
+  // The end's reading, after a moment for the memory of a child that exited at the very end to go.
+  void finish() {
+    for (int i = 0; i < 50 && !std::all_of(exits_unread_.begin(), exits_unread_.end(), released); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (on_) read();
+  }
+
+ private:
+  // A zombie has freed its memory (exit_mm comes before exit_notify); a child not yet a zombie may
+  // have let go of its mm (statm 0) and not yet freed it.
+  static bool released(pid_t child) { return !proc::process_exists(child); }
+  void read() { readings_.push_back({proc::monotonic_ns(), proc::read_folio_counters()}); }
+
+  std::vector<report::FolioReading>& readings_;
+  bool on_ = false;
+  std::vector<pid_t> exits_unread_;
+};
+
 }  // namespace
 
 CaptureTarget validate_capture(const CaptureOptions& o) {
@@ -246,6 +285,33 @@ void CaptureSession::stamp_start() {
   inputs_.boot_id = text::printable(proc::read_file("/proc/sys/kernel/random/boot_id", 64).value_or("").substr(0, 36));
 }
 
+void CaptureSession::read_counters(uint64_t now_ns) {
+  if (!read_counters_ || now_ns < next_counters_ns_) return;
+  next_counters_ns_ = now_ns + report::kCounterIntervalNs;
+  if (const auto t = tracer_->target(inputs_.pid))
+    inputs_.counters.push_back({now_ns, t->faults.cow, t->child_cow_faults, t->faults.thp_splits});
+}
+
+// A signal ends the wait at once (EINTR: the handlers do not restart it), an event as soon as it is in
+// the ring. Copy samples wake no one until their ring is half full, so while a child lives (and copies
+// are sampled) the rings are read every 100 ms to resolve the samples while the process still has its
+// mappings.
+int CaptureSession::poll_ms(bool busy, uint64_t deadline_ns) const {
+  uint64_t ms = read_counters_ ? report::kCounterIntervalNs / 1'000'000
+                               : static_cast<uint64_t>(resolver_ && busy ? 100 : idle_poll_ms_);
+  const uint64_t now = proc::monotonic_ns();
+  if (deadline_ns != UINT64_MAX) ms = std::min(ms, deadline_ns > now ? (deadline_ns - now) / 1'000'000 + 1 : 0);
+  return static_cast<int>(ms);
+}
+
+// Resolved while the process lives: its maps and its files are gone once it exits.
+void CaptureSession::resolve_samples() {
+  for (const auto& r : tracer_->take_copy_samples())
+    if (const auto& s = r.sample; s.tgid == static_cast<uint32_t>(inputs_.pid) && resolver_)
+      inputs_.copy_samples.push_back(
+          resolver_->resolve(s.ts_ns, s.address, s.stack, s.frames, r.user ? &*r.user : nullptr));
+}
+
 report::CaptureInputs CaptureSession::run() {
   fmt::print(stderr, "thptrace: tracing pid {} ({}){}; Ctrl-C to stop\n", inputs_.pid, text::printable(inputs_.comm),
              duration_s_ ? fmt::format(" for {:.0f} s", *duration_s_) : std::string());
@@ -259,25 +325,9 @@ report::CaptureInputs CaptureSession::run() {
   const auto busy = [&pace] { return !pace.open_children().empty(); };
   report::DiskWindows disk(pid, inputs_);
   stamp_start();
+  next_counters_ns_ = inputs_.start_ns;
   SeriesKeeper series(inputs_, *sampler_, watcher_.get(), latency_probe_.get(), idle_poll_ms_);
-  // The host's folio counters by size (Linux 6.8+), around each fork: at the start, as each fork's
-  // record arrives, once each exited child's memory is gone, and at the end. A child's exit record
-  // can come before its memory is freed (6.16+ trace the exit before exit_mm): the reading waits
-  // until the child is a zombie or gone, checked after each poll.
-  // The start's reading tells whether the kernel has them.
-  inputs_.folio_readings.push_back({proc::monotonic_ns(), proc::read_folio_counters()});
-  const bool folios = !inputs_.folio_readings.back().counters.empty();
-  if (!folios) inputs_.folio_readings.clear();
-  const auto read_folios = [this, folios] {
-    if (folios) inputs_.folio_readings.push_back({proc::monotonic_ns(), proc::read_folio_counters()});
-  };
-  std::vector<pid_t> exits_unread;
-  // A zombie has freed its memory (exit_mm comes before exit_notify); a child not yet a zombie may
-  // have let go of its mm (statm 0) and not yet freed it.
-  const auto released = [](pid_t child) { return !proc::process_exists(child); };
-  const auto read_folios_after_exits = [&] {
-    if (std::erase_if(exits_unread, released) > 0) read_folios();
-  };
+  FolioWatch folios(inputs_.folio_readings);
   const auto on_event = [&](const thptrace_event& e) {
     if (disk.on_event(e)) return;
     // A stall's and a collapse's counts are the kernel's (the target's and the episodes' counters):
@@ -291,8 +341,8 @@ report::CaptureInputs CaptureSession::run() {
     target_exited = target_exited || e.type == EV_TARGET_EXIT;
     // The mappings the fork's copies will fall in.
     if (e.type == EV_FORK && resolver_) resolver_->refresh();
-    if (e.type == EV_FORK) read_folios();
-    if (e.type == EV_CHILD_EXIT && folios) exits_unread.push_back(static_cast<pid_t>(e.child_pid));
+    if (e.type == EV_FORK) folios.on_fork();
+    if (e.type == EV_CHILD_EXIT) folios.on_child_exit(static_cast<pid_t>(e.child_pid));
     if (e.type != EV_FORK && e.type != EV_CHILD_EXIT && e.type != EV_TARGET_EXIT) return;
     // Rounds go slowly while no fork is in progress: a fork and a child's exit each get a poll and a
     // sample at once (the reason of a fork without uprobes is read from the polls around it), and
@@ -301,41 +351,14 @@ report::CaptureInputs CaptureSession::run() {
     sampler_->wake(fast);
     if (watcher_) watcher_->wake(fast);
   };
-  // Resolved while the process lives: its maps and its files are gone once it exits.
-  const auto resolve_samples = [&] {
-    for (const auto& r : tracer_->take_copy_samples())
-      if (const auto& s = r.sample; s.tgid == pid && resolver_)
-        inputs_.copy_samples.push_back(
-            resolver_->resolve(s.ts_ns, s.address, s.stack, s.frames, r.user ? &*r.user : nullptr));
-  };
   const uint64_t deadline = duration_s_ ? inputs_.start_ns + static_cast<uint64_t>(*duration_s_ * 1e9) : UINT64_MAX;
-  // For a timeline, the target's running counters every kCounterIntervalNs, read between polls.
-  uint64_t next_read = inputs_.start_ns;
-  const auto read_counters = [&] {
-    const uint64_t now = proc::monotonic_ns();
-    if (!read_counters_ || now < next_read) return;
-    next_read = now + report::kCounterIntervalNs;
-    if (const auto t = tracer_->target(inputs_.pid))
-      inputs_.counters.push_back({now, t->cow_faults, t->child_cow_faults, t->thp_splits});
-  };
-  // A signal ends the wait at once (EINTR: the handlers do not restart it), an event as soon as it is
-  // in the ring. Copy samples wake no one until their ring is half full, so while a child lives (and
-  // copies are sampled) the rings are read every 100 ms to resolve the samples while the process
-  // still has its mappings.
-  const auto poll_ms = [&] {
-    uint64_t ms = read_counters_ ? report::kCounterIntervalNs / 1'000'000
-                                 : static_cast<uint64_t>(resolver_ && busy() ? 100 : idle_poll_ms_);
-    const uint64_t now = proc::monotonic_ns();
-    if (deadline != UINT64_MAX) ms = std::min(ms, deadline > now ? (deadline - now) / 1'000'000 + 1 : 0);
-    return static_cast<int>(ms);
-  };
   while (!stop_requested() && proc::monotonic_ns() < deadline && !target_exited) {
-    read_counters();
-    const int n = tracer_->poll(poll_ms(), on_event);
+    read_counters(proc::monotonic_ns());
+    const int n = tracer_->poll(poll_ms(busy(), deadline), on_event);
     pace.take_settled(proc::monotonic_ns());
     disk.settle(proc::monotonic_ns());
     series.tick(proc::monotonic_ns());
-    read_folios_after_exits();
+    folios.after_poll();
     resolve_samples();
     if (n < 0 && n != -EINTR) {
       log::warn("ring buffer poll failed: {}", std::strerror(-n));
@@ -345,20 +368,21 @@ report::CaptureInputs CaptureSession::run() {
   tracer_->poll(0, on_event);  // drain what arrived before we stopped
   resolve_samples();
   inputs_.copy_samples_dropped = tracer_->copy_samples_dropped();
-  next_read = 0;
-  read_counters();
+  next_counters_ns_ = 0;
+  read_counters(proc::monotonic_ns());
   inputs_.end_ns = proc::monotonic_ns();
   inputs_.end_realtime_ns = realtime_ns();
-
   inputs_.final_episodes = tracer_->episodes_of(inputs_.pid);
   disk.finish(inputs_.final_episodes);
   inputs_.target = tracer_->target(inputs_.pid).value_or(thptrace_target{});
   inputs_.dropped = tracer_->dropped();
   series.finish();
-  // A child that exited at the very end: a moment for its memory to go.
-  for (int i = 0; i < 50 && !std::all_of(exits_unread.begin(), exits_unread.end(), released); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  read_folios();
+  folios.finish();
+  take_final_figures();
+  return std::move(inputs_);
+}
+
+void CaptureSession::take_final_figures() {
   inputs_.cgroup_end = proc::read_memory_cgroup(inputs_.pid);
   if (latency_probe_) {
     inputs_.probe_missed = latency_probe_->missed();
@@ -370,7 +394,6 @@ report::CaptureInputs CaptureSession::run() {
     inputs_.redis_outages = watcher_->outages();
     inputs_.redis_refused = watcher_->refused_commands();
   }
-  return std::move(inputs_);
 }
 
 }  // namespace thptrace::cli

@@ -50,10 +50,19 @@ class CaptureSession {
   void attach(const CaptureOptions& o, const CaptureTarget& target);
   // The capture's start: its clocks, the host's name and boot id.
   void stamp_start();
+  // For a timeline (--svg), the target's running counters every report::kCounterIntervalNs, read
+  // between polls.
+  void read_counters(uint64_t now_ns);
+  // How long the next poll may wait.
+  int poll_ms(bool busy, uint64_t deadline_ns) const;
+  void resolve_samples();
+  // The cgroup's, the probe's and the watcher's final figures, once everything has stopped.
+  void take_final_figures();
 
   std::optional<double> duration_s_;
   bool read_counters_ = false;    // for --svg: report::CaptureInputs::counters
   int idle_poll_ms_ = 1000;       // the ring buffer's wait while nothing is due
+  uint64_t next_counters_ns_ = 0;  // when read_counters is next due
   report::CaptureInputs inputs_;  // filled as the session goes
   std::unique_ptr<tracer::Tracer> tracer_;
   std::unique_ptr<proc::Sampler> sampler_;

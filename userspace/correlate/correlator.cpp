@@ -210,16 +210,16 @@ ForkEpisode episode_from_kernel(const thptrace_episode& ep) {
   f.fork_duration_us = ep.libc_fork_ns ? std::optional<double>(static_cast<double>(ep.libc_fork_ns) / 1e3)
                                        : f.clone_syscall_us;
   if (ep.exit_ts_ns > ep.fork_ts_ns) f.child_lifetime_ms = static_cast<double>(ep.exit_ts_ns - ep.fork_ts_ns) / 1e6;
-  f.cow_faults = ep.cow_faults;
+  f.cow_faults = ep.faults.cow;
   f.child_cow_faults = ep.child_cow_faults;
   if (ep.exit_ts_ns) f.child_io = ForkEpisode::ChildIo{ep.child_wchar, ep.child_write_bytes};
-  f.huge_cow_faults = ep.huge_cow_faults;
-  f.thp_splits = ep.thp_splits;
+  f.huge_cow_faults = ep.faults.huge_cow;
+  f.thp_splits = ep.faults.thp_splits;
   f.huge_allocs = ep.huge_allocs;
-  if (ep.fault_ns_count) {
-    f.fault_avg_ns = static_cast<double>(ep.fault_ns_total) / static_cast<double>(ep.fault_ns_count);
-    f.fault_latency_log2.assign(ep.fault_lat, ep.fault_lat + THPTRACE_LAT_SLOTS);
-    f.copy_stall_ms = static_cast<double>(ep.fault_ns_total) / 1e6;
+  if (ep.faults.ns_count) {
+    f.fault_avg_ns = static_cast<double>(ep.faults.ns_total) / static_cast<double>(ep.faults.ns_count);
+    f.fault_latency_log2.assign(std::begin(ep.faults.lat), std::end(ep.faults.lat));
+    f.copy_stall_ms = static_cast<double>(ep.faults.ns_total) / 1e6;
     f.copy_stall_source = "kernel";
   }
   f.compaction_stalls = ep.compaction_stalls;
@@ -301,9 +301,9 @@ std::optional<LatencyWindow> latency_between(const std::vector<redis::Snapshot>&
 
 Totals totals_from_kernel(const thptrace_target& t, uint64_t dropped) {
   Totals s;
-  s.cow_faults = t.cow_faults;
+  s.cow_faults = t.faults.cow;
   s.child_cow_faults = t.child_cow_faults;
-  s.thp_splits = t.thp_splits;
+  s.thp_splits = t.faults.thp_splits;
   s.thp_collapses = t.thp_collapses;
   s.khugepaged_scans = t.khugepaged_scans;
   s.huge_allocs = t.huge_allocs;

@@ -172,18 +172,18 @@ void Exporter::record_readings(const Readings& h) {
 }
 
 void Exporter::export_counters(Target& t, const thptrace_target& k) {
-  metrics_.add_cow_faults(t.label, k.cow_faults - t.last.cow_faults, k.child_cow_faults - t.last.child_cow_faults);
+  metrics_.add_cow_faults(t.label, k.faults.cow - t.last.faults.cow, k.child_cow_faults - t.last.child_cow_faults);
   // Fallback modes: a fork's splits are counted when its episode is exported (export_episode).
-  const uint64_t splits = kernel_splits_ ? k.thp_splits - t.last.thp_splits : 0;
+  const uint64_t splits = kernel_splits_ ? k.faults.thp_splits - t.last.faults.thp_splits : 0;
   metrics_.add_thp(t.label, splits, k.thp_collapses - t.last.thp_collapses);
   metrics_.add_untracked_forks(t.label, k.untracked_forks - t.last.untracked_forks);
   t.last = k;
   // With every fork exported, the faults that are not its copies are reuse: pages written after the
   // child's exit (or before any fork) that the kernel took over without copying. Counted only then,
   // so a fork's copies are never reuse while it lives.
-  if (t.correlator.untaken() == 0 && k.cow_faults > t.copies + t.reuse) {
-    metrics_.add_reuse_faults(t.label, k.cow_faults - t.copies - t.reuse);
-    t.reuse = k.cow_faults - t.copies;
+  if (t.correlator.untaken() == 0 && k.faults.cow > t.copies + t.reuse) {
+    metrics_.add_reuse_faults(t.label, k.faults.cow - t.copies - t.reuse);
+    t.reuse = k.faults.cow - t.copies;
   }
 }
 

@@ -39,25 +39,25 @@ void field_from(const json& j, const char* key, T& out) {
 
 ordered_json episode_json(const thptrace_episode& e) {
   ordered_json j;
-#define X(f) j[#f] = e.f;
+#define X(name, m) j[#name] = e.m;
   THPTRACE_EPISODE_FIELDS(X)
 #undef X
-  j["fault_lat"] = array_json(e.fault_lat);
+  j["fault_lat"] = array_json(e.faults.lat);
   return j;
 }
 
 thptrace_episode episode_from(const json& j) {
   thptrace_episode e{};
-#define X(f) field_from(j, #f, e.f);
+#define X(name, m) field_from(j, #name, e.m);
   THPTRACE_EPISODE_FIELDS(X)
 #undef X
-  array_from(j, "fault_lat", e.fault_lat);
+  array_from(j, "fault_lat", e.faults.lat);
   return e;
 }
 
 ordered_json event_json(const thptrace_event& e) {
   ordered_json j;
-#define X(f) j[#f] = e.f;
+#define X(name, m) j[#name] = e.m;
   THPTRACE_EVENT_FIELDS(X)
 #undef X
   if (e.type == EV_CHILD_EXIT) j["episode"] = episode_json(e.episode);
@@ -66,7 +66,7 @@ ordered_json event_json(const thptrace_event& e) {
 
 thptrace_event event_from(const json& j) {
   thptrace_event e{};
-#define X(f) field_from(j, #f, e.f);
+#define X(name, m) field_from(j, #name, e.m);
   THPTRACE_EVENT_FIELDS(X)
 #undef X
   if (j.contains("episode")) e.episode = episode_from(j.at("episode"));
@@ -76,20 +76,20 @@ thptrace_event event_from(const json& j) {
 ordered_json target_json(const thptrace_target& t) {
   ordered_json j;
   j["active"] = array_json(t.active);
-#define X(f) j[#f] = t.f;
+#define X(name, m) j[#name] = t.m;
   THPTRACE_TARGET_FIELDS(X)
 #undef X
-  j["fault_lat"] = array_json(t.fault_lat);
+  j["fault_lat"] = array_json(t.faults.lat);
   return j;
 }
 
 thptrace_target target_from(const json& j) {
   thptrace_target t{};
   array_from(j, "active", t.active);
-#define X(f) field_from(j, #f, t.f);
+#define X(name, m) field_from(j, #name, t.m);
   THPTRACE_TARGET_FIELDS(X)
 #undef X
-  array_from(j, "fault_lat", t.fault_lat);
+  array_from(j, "fault_lat", t.faults.lat);
   return t;
 }
 
@@ -293,6 +293,133 @@ proc::SystemInfo system_from(const nlohmann::json& j) {
   return s;
 }
 
+namespace {
+
+ordered_json probes_json(const tracer::AttachModes& probes) {
+  ordered_json p = {{"btf", probes.btf}, {"kernel_release", probes.kernel_release}};
+  for (const auto& f : tracer::kFamilies) p[f.name] = choice_json(probes.at(f.family));
+  p["forced_fallback"] = probes.forced_fallback;
+  return p;
+}
+
+tracer::AttachModes probes_from(const json& p) {
+  tracer::AttachModes probes;
+  probes.btf = p.at("btf").get<bool>();
+  probes.kernel_release = p.at("kernel_release").get<std::string>();
+  // Recorded before kernel-made copies or the disk were families: unavailable, as they were then.
+  for (const auto& f : tracer::kFamilies)
+    if (!tracer::family_is_optional(f.family) || p.contains(f.name)) probes.at(f.family) = choice_from(p.at(f.name));
+  probes.forced_fallback = p.at("forced_fallback").get<bool>();
+  return probes;
+}
+
+ordered_json sample_json(const proc::Sample& s) {
+  return {{"ts_ns", s.ts_ns},
+          {"target_alive", s.target_alive},
+          {"rss_kb", s.rss_kb},
+          {"anon_huge_pages_kb", s.anon_huge_pages_kb},
+          {"thp_enabled", optional_json(s.thp_enabled)},
+          {"thp_vmstat", s.thp_vmstat},
+          {"cgroup_usage_bytes", optional_json(s.cgroup_usage_bytes)},
+          {"cgroup_limit_bytes", optional_json(s.cgroup_limit_bytes)},
+          {"mem_available_bytes", optional_json(s.mem_available_bytes)},
+          {"main_thread", sched_stat_json(s.main_thread)}};
+}
+
+proc::Sample sample_from(const json& s) {
+  proc::Sample x;
+  x.ts_ns = s.at("ts_ns").get<uint64_t>();
+  x.target_alive = s.at("target_alive").get<bool>();
+  x.rss_kb = s.at("rss_kb").get<uint64_t>();
+  x.anon_huge_pages_kb = s.at("anon_huge_pages_kb").get<uint64_t>();
+  x.thp_enabled = optional_from<bool>(s, "thp_enabled");
+  x.thp_vmstat = s.at("thp_vmstat").get<std::map<std::string, uint64_t>>();
+  x.cgroup_usage_bytes = optional_from<uint64_t>(s, "cgroup_usage_bytes");
+  x.cgroup_limit_bytes = optional_from<uint64_t>(s, "cgroup_limit_bytes");
+  x.mem_available_bytes = optional_from<uint64_t>(s, "mem_available_bytes");
+  if (const auto m = s.find("main_thread"); m != s.end()) x.main_thread = sched_stat_from(*m);
+  return x;
+}
+
+ordered_json facts_json(const redis::ServerFacts& f) {
+  ordered_json j = {{"version", f.version},           {"process_id", f.process_id},
+                    {"disable_thp", f.disable_thp},   {"repl_diskless_sync", f.repl_diskless_sync},
+                    {"executable", f.executable},     {"client_output_buffer_limit", f.client_output_buffer_limit},
+                    {"repl_timeout", f.repl_timeout}, {"repl_diskless_sync_delay", f.repl_diskless_sync_delay}};
+  // Written only when read (recordings from before them have neither).
+  if (!f.run_id.empty()) j["run_id"] = f.run_id;
+  if (!f.role.empty()) j["role"] = f.role;
+  if (!f.appendfsync.empty())
+    j["persistence"] = {{"appendonly", f.appendonly},
+                        {"appendfsync", f.appendfsync},
+                        {"no_appendfsync_on_rewrite", f.no_appendfsync_on_rewrite},
+                        {"aof_rewrite_incremental_fsync", f.aof_rewrite_incremental_fsync},
+                        {"rdb_save_incremental_fsync", f.rdb_save_incremental_fsync}};
+  return j;
+}
+
+redis::ServerFacts facts_from(const json& f) {
+  redis::ServerFacts x;
+  x.version = f.at("version").get<std::string>();
+  x.process_id = f.at("process_id").get<int64_t>();
+  x.disable_thp = f.at("disable_thp").get<std::string>();
+  x.repl_diskless_sync = f.at("repl_diskless_sync").get<std::string>();
+  x.executable = f.at("executable").get<std::string>();
+  // Optional: recordings from before the replication figures.
+  x.client_output_buffer_limit = f.value("client_output_buffer_limit", std::string());
+  x.repl_timeout = f.value("repl_timeout", std::string());
+  x.repl_diskless_sync_delay = f.value("repl_diskless_sync_delay", std::string());
+  x.run_id = f.value("run_id", std::string());
+  x.role = f.value("role", std::string());
+  if (f.contains("persistence")) {
+    const auto& p = f.at("persistence");
+    x.appendonly = p.value("appendonly", std::string());
+    x.appendfsync = p.value("appendfsync", std::string());
+    x.no_appendfsync_on_rewrite = p.value("no_appendfsync_on_rewrite", std::string());
+    x.aof_rewrite_incremental_fsync = p.value("aof_rewrite_incremental_fsync", std::string());
+    x.rdb_save_incremental_fsync = p.value("rdb_save_incremental_fsync", std::string());
+  }
+  return x;
+}
+
+ordered_json copy_sample_json(const correlate::CopySample& x) {
+  return {{"ts_ns", x.ts_ns},   {"address", x.address},         {"mapping", x.mapping},
+          {"frames", x.frames}, {"leaf_module", x.leaf_module}, {"whole", x.whole},
+          {"dwarf", x.dwarf}};
+}
+
+correlate::CopySample copy_sample_from(const json& x) {
+  return {x.at("ts_ns").get<uint64_t>(),
+          x.at("address").get<uint64_t>(),
+          x.at("mapping").get<std::string>(),
+          x.at("frames").get<std::vector<std::string>>(),
+          x.at("leaf_module").get<std::string>(),
+          x.at("whole").get<bool>(),
+          x.value("dwarf", false)};
+}
+
+ordered_json latency_probe_json(const CaptureInputs& in) {
+  ordered_json p = {{"hz", in.latency_probe_hz},
+                    {"client_timeout_us", in.client_timeout_us},
+                    {"missed", in.probe_missed},
+                    {"dropped", in.probe_dropped}};
+  if (in.probe_whole) p["whole"] = client_latency_json(in.probe_whole);
+  auto& rows = p["samples"] = ordered_json::array();
+  for (const auto& x : in.probe_samples) rows.push_back(probe_sample_json(x));
+  return p;
+}
+
+void latency_probe_from(const json& p, CaptureInputs& in) {
+  in.latency_probe_hz = p.at("hz").get<uint32_t>();
+  in.client_timeout_us = p.at("client_timeout_us").get<uint64_t>();
+  in.probe_missed = p.at("missed").get<uint64_t>();
+  in.probe_dropped = p.at("dropped").get<uint64_t>();
+  if (p.contains("whole")) in.probe_whole = client_latency_from(p.at("whole"));
+  for (const auto& x : p.at("samples")) in.probe_samples.push_back(probe_sample_from(x));
+}
+
+}  // namespace
+
 ordered_json inputs_to_json(const CaptureInputs& in) {
   ordered_json j;
   j["version"] = in.version;
@@ -304,9 +431,7 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
   j["comm"] = in.comm;
   if (!in.container.id.empty()) j["container"] = proc::container_json(in.container);
   j["status_thp_enabled"] = optional_json(in.status_thp_enabled);
-  j["probes"] = {{"btf", in.probes.btf}, {"kernel_release", in.probes.kernel_release}};
-  for (const auto& f : tracer::kFamilies) j["probes"][f.name] = choice_json(in.probes.at(f.family));
-  j["probes"]["forced_fallback"] = in.probes.forced_fallback;
+  j["probes"] = probes_json(in.probes);
   j["huge_alloc"] = choice_json(in.huge_alloc);
   j["start_ns"] = in.start_ns;
   j["end_ns"] = in.end_ns;
@@ -323,38 +448,11 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
   j["target"] = target_json(in.target);
   j["dropped"] = in.dropped;
   j["samples"] = ordered_json::array();
-  for (const auto& s : in.samples.samples()) {
-    j["samples"].push_back({{"ts_ns", s.ts_ns},
-                            {"target_alive", s.target_alive},
-                            {"rss_kb", s.rss_kb},
-                            {"anon_huge_pages_kb", s.anon_huge_pages_kb},
-                            {"thp_enabled", optional_json(s.thp_enabled)},
-                            {"thp_vmstat", s.thp_vmstat},
-                            {"cgroup_usage_bytes", optional_json(s.cgroup_usage_bytes)},
-                            {"cgroup_limit_bytes", optional_json(s.cgroup_limit_bytes)},
-                            {"mem_available_bytes", optional_json(s.mem_available_bytes)},
-                            {"main_thread", sched_stat_json(s.main_thread)}});
-  }
+  for (const auto& s : in.samples.samples()) j["samples"].push_back(sample_json(s));
   j["redis_address"] = optional_json(in.redis_address);
   j["timeline"] = ordered_json::array();
   for (const auto& s : in.timeline) j["timeline"].push_back(snapshot_json(s));
-  if (in.facts)
-    j["facts"] = {
-        {"version", in.facts->version},           {"process_id", in.facts->process_id},
-        {"disable_thp", in.facts->disable_thp},   {"repl_diskless_sync", in.facts->repl_diskless_sync},
-        {"executable", in.facts->executable},     {"client_output_buffer_limit", in.facts->client_output_buffer_limit},
-        {"repl_timeout", in.facts->repl_timeout}, {"repl_diskless_sync_delay", in.facts->repl_diskless_sync_delay}};
-  else
-    j["facts"] = nullptr;
-  // Written only when read (recordings from before them have neither).
-  if (in.facts && !in.facts->run_id.empty()) j["facts"]["run_id"] = in.facts->run_id;
-  if (in.facts && !in.facts->role.empty()) j["facts"]["role"] = in.facts->role;
-  if (in.facts && !in.facts->appendfsync.empty())
-    j["facts"]["persistence"] = {{"appendonly", in.facts->appendonly},
-                                 {"appendfsync", in.facts->appendfsync},
-                                 {"no_appendfsync_on_rewrite", in.facts->no_appendfsync_on_rewrite},
-                                 {"aof_rewrite_incremental_fsync", in.facts->aof_rewrite_incremental_fsync},
-                                 {"rdb_save_incremental_fsync", in.facts->rdb_save_incremental_fsync}};
+  j["facts"] = in.facts ? facts_json(*in.facts) : ordered_json(nullptr);
   j["redis_error"] = in.redis_error;
   j["cgroup_start"] = cgroup_json(in.cgroup_start);
   j["cgroup_end"] = cgroup_json(in.cgroup_end);
@@ -371,35 +469,16 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
   }
   if (!in.folio_readings.empty()) {
     auto& f = j["folio_readings"] = ordered_json::array();
-    for (const auto& r : in.folio_readings) {
-      ordered_json sizes = ordered_json::object();
-      for (const auto& [kb, counters] : r.counters) sizes[std::to_string(kb)] = counters;
-      f.push_back({{"ts_ns", r.ts_ns}, {"counters", std::move(sizes)}});
-    }
+    for (const auto& r : in.folio_readings) f.push_back({{"ts_ns", r.ts_ns}, {"counters", by_size_json(r.counters)}});
   }
   if (in.copy_cost_ns) j["copy_cost_ns"] = *in.copy_cost_ns;
   if (in.sample_every) {
     j["sample_every"] = in.sample_every;
     j["copy_samples_dropped"] = in.copy_samples_dropped;
     auto& c = j["copy_samples"] = ordered_json::array();
-    for (const auto& x : in.copy_samples)
-      c.push_back({{"ts_ns", x.ts_ns},
-                   {"address", x.address},
-                   {"mapping", x.mapping},
-                   {"frames", x.frames},
-                   {"leaf_module", x.leaf_module},
-                   {"whole", x.whole},
-                   {"dwarf", x.dwarf}});
+    for (const auto& x : in.copy_samples) c.push_back(copy_sample_json(x));
   }
-  if (in.latency_probe_hz) {
-    auto& p = j["latency_probe"] = {{"hz", in.latency_probe_hz},
-                                    {"client_timeout_us", in.client_timeout_us},
-                                    {"missed", in.probe_missed},
-                                    {"dropped", in.probe_dropped}};
-    if (in.probe_whole) p["whole"] = client_latency_json(in.probe_whole);
-    auto& rows = p["samples"] = ordered_json::array();
-    for (const auto& x : in.probe_samples) rows.push_back(probe_sample_json(x));
-  }
+  if (in.latency_probe_hz) j["latency_probe"] = latency_probe_json(in);
   if (!in.series_let_go.empty()) {
     auto& g = j["series_let_go"] = ordered_json::array();
     for (const auto& w : in.series_let_go) g.push_back({w.from_ns, w.to_ns});
@@ -424,13 +503,7 @@ CaptureInputs inputs_from_json(const json& j) {
   in.comm = j.at("comm").get<std::string>();
   if (j.contains("container")) in.container = proc::container_from(j.at("container"));
   in.status_thp_enabled = optional_from<bool>(j, "status_thp_enabled");
-  const auto& p = j.at("probes");
-  in.probes.btf = p.at("btf").get<bool>();
-  in.probes.kernel_release = p.at("kernel_release").get<std::string>();
-  // Recorded before kernel-made copies or the disk were families: unavailable, as they were then.
-  for (const auto& f : tracer::kFamilies)
-    if (!tracer::family_is_optional(f.family) || p.contains(f.name)) in.probes.at(f.family) = choice_from(p.at(f.name));
-  in.probes.forced_fallback = p.at("forced_fallback").get<bool>();
+  in.probes = probes_from(j.at("probes"));
   in.huge_alloc = choice_from(j.at("huge_alloc"));
   in.start_ns = j.at("start_ns").get<uint64_t>();
   in.end_ns = j.at("end_ns").get<uint64_t>();
@@ -446,45 +519,10 @@ CaptureInputs inputs_from_json(const json& j) {
   for (const auto& e : j.at("final_episodes")) in.final_episodes.push_back(episode_from(e));
   in.target = target_from(j.at("target"));
   in.dropped = j.at("dropped").get<uint64_t>();
-  for (const auto& s : j.at("samples")) {
-    proc::Sample x;
-    x.ts_ns = s.at("ts_ns").get<uint64_t>();
-    x.target_alive = s.at("target_alive").get<bool>();
-    x.rss_kb = s.at("rss_kb").get<uint64_t>();
-    x.anon_huge_pages_kb = s.at("anon_huge_pages_kb").get<uint64_t>();
-    x.thp_enabled = optional_from<bool>(s, "thp_enabled");
-    x.thp_vmstat = s.at("thp_vmstat").get<std::map<std::string, uint64_t>>();
-    x.cgroup_usage_bytes = optional_from<uint64_t>(s, "cgroup_usage_bytes");
-    x.cgroup_limit_bytes = optional_from<uint64_t>(s, "cgroup_limit_bytes");
-    x.mem_available_bytes = optional_from<uint64_t>(s, "mem_available_bytes");
-    if (const auto m = s.find("main_thread"); m != s.end()) x.main_thread = sched_stat_from(*m);
-    in.samples.add(std::move(x));
-  }
+  for (const auto& s : j.at("samples")) in.samples.add(sample_from(s));
   in.redis_address = optional_from<std::string>(j, "redis_address");
   for (const auto& s : j.at("timeline")) in.timeline.push_back(snapshot_from(s));
-  if (j.contains("facts") && !j.at("facts").is_null()) {
-    const auto& f = j.at("facts");
-    in.facts = redis::ServerFacts{};
-    in.facts->version = f.at("version").get<std::string>();
-    in.facts->process_id = f.at("process_id").get<int64_t>();
-    in.facts->disable_thp = f.at("disable_thp").get<std::string>();
-    in.facts->repl_diskless_sync = f.at("repl_diskless_sync").get<std::string>();
-    in.facts->executable = f.at("executable").get<std::string>();
-    // Optional: recordings from before the replication figures.
-    in.facts->client_output_buffer_limit = f.value("client_output_buffer_limit", std::string());
-    in.facts->repl_timeout = f.value("repl_timeout", std::string());
-    in.facts->repl_diskless_sync_delay = f.value("repl_diskless_sync_delay", std::string());
-    in.facts->run_id = f.value("run_id", std::string());
-    in.facts->role = f.value("role", std::string());
-    if (f.contains("persistence")) {
-      const auto& p = f.at("persistence");
-      in.facts->appendonly = p.value("appendonly", std::string());
-      in.facts->appendfsync = p.value("appendfsync", std::string());
-      in.facts->no_appendfsync_on_rewrite = p.value("no_appendfsync_on_rewrite", std::string());
-      in.facts->aof_rewrite_incremental_fsync = p.value("aof_rewrite_incremental_fsync", std::string());
-      in.facts->rdb_save_incremental_fsync = p.value("rdb_save_incremental_fsync", std::string());
-    }
-  }
+  if (j.contains("facts") && !j.at("facts").is_null()) in.facts = facts_from(j.at("facts"));
   in.redis_error = j.at("redis_error").get<std::string>();
   in.cgroup_start = cgroup_from(j, "cgroup_start");
   in.cgroup_end = cgroup_from(j, "cgroup_end");
@@ -499,30 +537,15 @@ CaptureInputs inputs_from_json(const json& j) {
       in.counters.push_back({row[0], row[1], row[2], row[3]});
     }
   if (j.contains("folio_readings"))
-    for (const auto& x : j.at("folio_readings")) {
-      FolioReading r{.ts_ns = x.at("ts_ns").get<uint64_t>(), .counters = {}};
-      for (const auto& [kb, counters] : x.at("counters").items())
-        r.counters[static_cast<uint32_t>(std::stoul(kb))] = counters.get<std::map<std::string, uint64_t>>();
-      in.folio_readings.push_back(std::move(r));
-    }
+    for (const auto& x : j.at("folio_readings"))
+      in.folio_readings.push_back(
+          {.ts_ns = x.at("ts_ns").get<uint64_t>(), .counters = by_size_from<uint64_t>(x.at("counters"))});
   if (j.contains("copy_cost_ns")) in.copy_cost_ns = j.at("copy_cost_ns").get<double>();
   in.sample_every = j.value("sample_every", 0U);
   in.copy_samples_dropped = j.value("copy_samples_dropped", uint64_t{0});
   if (j.contains("copy_samples"))
-    for (const auto& x : j.at("copy_samples"))
-      in.copy_samples.push_back({x.at("ts_ns").get<uint64_t>(), x.at("address").get<uint64_t>(),
-                                 x.at("mapping").get<std::string>(), x.at("frames").get<std::vector<std::string>>(),
-                                 x.at("leaf_module").get<std::string>(), x.at("whole").get<bool>(),
-                                 x.value("dwarf", false)});
-  if (j.contains("latency_probe")) {
-    const auto& p = j.at("latency_probe");
-    in.latency_probe_hz = p.at("hz").get<uint32_t>();
-    in.client_timeout_us = p.at("client_timeout_us").get<uint64_t>();
-    in.probe_missed = p.at("missed").get<uint64_t>();
-    in.probe_dropped = p.at("dropped").get<uint64_t>();
-    if (p.contains("whole")) in.probe_whole = client_latency_from(p.at("whole"));
-    for (const auto& x : p.at("samples")) in.probe_samples.push_back(probe_sample_from(x));
-  }
+    for (const auto& x : j.at("copy_samples")) in.copy_samples.push_back(copy_sample_from(x));
+  if (j.contains("latency_probe")) latency_probe_from(j.at("latency_probe"), in);
   if (j.contains("series_let_go"))
     for (const auto& w : j.at("series_let_go")) {
       const auto span = w.get<std::array<uint64_t, 2>>();

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <charconv>
 #include <map>
 #include <optional>
 #include <string>
@@ -140,6 +141,25 @@ std::optional<redis::ClientLatency> client_latency_from(const nlohmann::json& v)
 // A window's disk calls, as the report's forks[].fsync_during writes them; null for nullopt.
 nlohmann::ordered_json fsync_json(const std::optional<correlate::FsyncWindow>& w);
 std::optional<correlate::FsyncWindow> fsync_from(const nlohmann::json& v);
+// Counters by folio size in KiB, as {"64": {name: value, ...}, ...}: the recordings' folio readings
+// and the report's forks[].folios. A key that is not a size throws as a value of the wrong type does.
+template <typename T>
+nlohmann::ordered_json by_size_json(const std::map<uint32_t, std::map<std::string, T>>& by_size) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const auto& [kb, counters] : by_size) j[std::to_string(kb)] = counters;
+  return j;
+}
+template <typename T>
+std::map<uint32_t, std::map<std::string, T>> by_size_from(const nlohmann::json& j) {
+  std::map<uint32_t, std::map<std::string, T>> by_size;
+  for (const auto& [key, counters] : j.items()) {
+    uint32_t kb = 0;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), kb);
+    if (ec != std::errc() || end != key.data() + key.size()) kb = nlohmann::json(key).get<uint32_t>();  // throws
+    by_size[kb] = counters.template get<std::map<std::string, T>>();
+  }
+  return by_size;
+}
 nlohmann::ordered_json choice_json(const tracer::FamilyChoice& c);
 tracer::FamilyChoice choice_from(const nlohmann::json& j);
 

@@ -291,17 +291,8 @@ const std::vector<ForkField>& fork_fields() {
          e.main_thread_before = thread_time_from(v.at("before"));
        },
        nullptr, true},
-      {"folios",
-       [](const E& e, const ForkContext&) {
-         ordered_json sizes = ordered_json::object();
-         for (const auto& [kb, counters] : *e.folios) sizes[std::to_string(kb)] = counters;
-         return sizes;
-       },
-       [](const json& v, const ForkContext&, E& e) {
-         e.folios.emplace();
-         for (const auto& [kb, counters] : v.items())
-           (*e.folios)[static_cast<uint32_t>(std::stoul(kb))] = counters.get<std::map<std::string, int64_t>>();
-       },
+      {"folios", [](const E& e, const ForkContext&) { return by_size_json(*e.folios); },
+       [](const json& v, const ForkContext&, E& e) { e.folios = by_size_from<int64_t>(v); },
        [](const E& e, const ForkContext&) { return e.folios.has_value(); }, true},
       {"copies", [](const E& e, const ForkContext&) { return copies_json(*e.copies); },
        [](const json& v, const ForkContext&, E& e) { e.copies = copies_from(v); },

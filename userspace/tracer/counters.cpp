@@ -81,12 +81,15 @@ bool KernelCounters::watch(pid_t tgid, std::string* why) {
   return true;
 }
 
-thptrace_pcpu KernelCounters::pcpu_sum(int slot) const {
-  thptrace_pcpu sum{};
-  auto* out = reinterpret_cast<uint64_t*>(&sum);
+thptrace_faults KernelCounters::pcpu_sum(int slot) const {
+  thptrace_faults sum{};
   for (uint32_t r = 0; r < shape_.regions; r++) {
-    auto* words = reinterpret_cast<uint64_t*>(&pcpu_[r * shape_.slots + static_cast<uint32_t>(slot)]);
-    for (size_t i = 0; i < sizeof(thptrace_pcpu) / sizeof(uint64_t); i++) out[i] += std::atomic_ref(words[i]).load();
+    // One CPU's counters, each word read whole: that CPU's faults add to them meanwhile.
+    thptrace_faults one{};
+    auto* from = reinterpret_cast<uint64_t*>(&pcpu_[r * shape_.slots + static_cast<uint32_t>(slot)].faults);
+    auto* to = reinterpret_cast<uint64_t*>(&one);
+    for (size_t i = 0; i < sizeof(thptrace_faults) / sizeof(uint64_t); i++) to[i] = std::atomic_ref(from[i]).load();
+    add_faults(sum, one);
   }
   return sum;
 }
@@ -112,13 +115,7 @@ std::optional<thptrace_target> KernelCounters::target(pid_t tgid) const {
   if (bpf_map__lookup_elem(skel_->maps.targets, &key, sizeof key, &t, sizeof t, 0)) return std::nullopt;
   // A line owner's fault counters are per CPU, never in the map.
   if (const auto it = watched_.find(tgid); it != watched_.end() && it->second >= 0) {
-    const thptrace_pcpu p = pcpu_sum(it->second);
-    t.cow_faults += p.cow_faults;
-    t.huge_cow_faults += p.huge_cow_faults;
-    t.thp_splits += p.thp_splits;
-    t.fault_ns_total += p.fault_ns_total;
-    t.fault_ns_count += p.fault_ns_count;
-    for (int i = 0; i < THPTRACE_LAT_SLOTS; i++) t.fault_lat[i] += p.fault_lat[i];
+    add_faults(t.faults, pcpu_sum(it->second));
   }
   return t;
 }
@@ -141,20 +138,10 @@ std::vector<thptrace_episode> KernelCounters::episodes_of(pid_t parent) const {
     thptrace_episode ep{};
     if (bpf_map_lookup_elem(fd, &next, &ep) == 0 && ep.parent_tgid == static_cast<__u32>(parent)) {
       if (ep.based && !ep.exit_ts_ns) {
-        if (slot >= 0) {
-          const thptrace_pcpu now_sums = pcpu_sum(slot);
-          const thptrace_pcpu* now = &now_sums;
-          ep.cow_faults += now->cow_faults;
-          ep.huge_cow_faults += now->huge_cow_faults;
-          ep.thp_splits += now->thp_splits;
-          ep.fault_ns_total += now->fault_ns_total;
-          ep.fault_ns_count += now->fault_ns_count;
-          for (int i = 0; i < THPTRACE_LAT_SLOTS; i++) ep.fault_lat[i] += now->fault_lat[i];
-        } else {
-          // Not possible while the parent is watched; the base alone means nothing.
-          ep.cow_faults = ep.huge_cow_faults = ep.thp_splits = ep.fault_ns_total = ep.fault_ns_count = 0;
-          std::fill(std::begin(ep.fault_lat), std::end(ep.fault_lat), 0);
-        }
+        if (slot >= 0)
+          add_faults(ep.faults, pcpu_sum(slot));
+        else
+          ep.faults = {};  // not possible while the parent is watched; the base alone means nothing
         ep.based = 0;
       }
       out.push_back(ep);

@@ -59,7 +59,7 @@ class KernelCounters {
  private:
   thptrace_hot* hot_line(pid_t tgid) const;
   // The sum over every CPU of a line owner's fault counters.
-  thptrace_pcpu pcpu_sum(int slot) const;
+  thptrace_faults pcpu_sum(int slot) const;
 
   ::thptrace_bpf* skel_;
   CounterShape shape_;
