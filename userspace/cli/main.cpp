@@ -42,7 +42,7 @@ const char* kUsage =
     "       thptrace loadgen ...        thptrace bench ...     (run by thptrace-bench, installed apart)\n"
     "       thptrace --help | --version\n";
 
-int capture_main(int argc, char** argv) {
+po::options_description capture_options_description() {
   po::options_description desc("Capture options");
   desc.add_options()("help,h", "show this help")("version", "print the version")(
       "pid,p", po::value<int>(),
@@ -73,20 +73,13 @@ int capture_main(int argc, char** argv) {
       "the process lack (off: DEBUGINFOD_URLS is ignored)")("verbose,v", "print libbpf's messages and debug lines");
   tracer::add_load_options(desc);
   add_redis_connection_options(desc);
-  po::variables_map vm;
-  if (const auto error = parse_options(desc, argc, argv, vm))
-    throw FatalError(kExitUsage, *error + " (see thptrace --help).");
-  if (vm.count("help")) {
-    std::cout << kUsage << "\n" << desc << "\n";
-    return kExitOk;
-  }
-  if (vm.count("version")) {
-    std::cout << "thptrace " << kVersion << "\n";
-    return kExitOk;
-  }
+  return desc;
+}
+
+// The capture's options from the parsed command line, each checked; throws FatalError (usage).
+cli::CaptureOptions capture_options_from(const po::variables_map& vm) {
   if (!vm.count("pid") && !vm.count("redis"))
     throw FatalError(kExitUsage, "--pid or --redis is required (see thptrace --help).");
-  log::set_verbose(vm.count("verbose") > 0);
   cli::CaptureOptions o;
   o.pid = vm.count("pid") ? vm["pid"].as<int>() : 0;  // 0: the process serving --redis
   if (vm.count("pid") && o.pid <= 0)
@@ -124,6 +117,24 @@ int capture_main(int argc, char** argv) {
   // libdw asks the servers named in DEBUGINFOD_URLS for what it misses: a network fetch, driven by
   // build ids a traced process chose, only on request. Unset before any thread starts.
   o.debuginfod = vm.count("debuginfod") > 0;
+  return o;
+}
+
+int capture_main(int argc, char** argv) {
+  const po::options_description desc = capture_options_description();
+  po::variables_map vm;
+  if (const auto error = parse_options(desc, argc, argv, vm))
+    throw FatalError(kExitUsage, *error + " (see thptrace --help).");
+  if (vm.count("help")) {
+    std::cout << kUsage << "\n" << desc << "\n";
+    return kExitOk;
+  }
+  if (vm.count("version")) {
+    std::cout << "thptrace " << kVersion << "\n";
+    return kExitOk;
+  }
+  log::set_verbose(vm.count("verbose") > 0);
+  const cli::CaptureOptions o = capture_options_from(vm);
   if (!o.debuginfod) ::unsetenv("DEBUGINFOD_URLS");
   install_stop_handlers();
   return cli::run_capture(o);

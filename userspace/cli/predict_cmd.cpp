@@ -240,6 +240,122 @@ std::string read_server(redis::Client& client, const redis::InfoMap& info, const
   return diskless;
 }
 
+// The process as /proc shows it: its memory, its cgroup's, the host's.
+forecast::PredictReport report_of_process(pid_t pid, const proc::ProcessStatus& status, const PredictOptions& o) {
+  forecast::PredictReport r;
+  r.version = kVersion;
+  r.pid = pid;
+  r.comm = status.name;
+  auto& in = r.inputs;
+  in.replicas = o.replicas;
+  in.rss_bytes = status.vm_rss_kb * 1024;
+  in.page_table_bytes = status.vm_pte_kb * 1024;
+  const auto smaps = proc::read_smaps_rollup(pid);
+  in.anon_bytes = (smaps ? smaps->anonymous_kb : status.vm_rss_kb) * 1024;
+  if (const auto cg = proc::read_memory_cgroup(pid)) {
+    in.cgroup_limit_bytes = cg->limit_bytes;
+    in.cgroup_usage_bytes = cg->usage_bytes;
+  }
+  in.mem_available_bytes = proc::read_mem_available();
+  return r;
+}
+
+// A connection to the server, or null (and a warning): the forecast then goes without its figures.
+std::unique_ptr<redis::Client> connect_server(const std::optional<RedisSetup>& setup, const PredictOptions& o) {
+  if (!setup) return nullptr;
+  redis::ConnectError failure;
+  auto client = redis::Client::connect(setup->address,
+                                       {.user = o.redis_settings.user,
+                                        .password = setup->credentials.password,
+                                        .timeout = std::chrono::milliseconds(2000),
+                                        .tls = redis::tls_for(setup->credentials, setup->address)},
+                                       &failure);
+  if (!client) log::warn("{}: predicting without the server's figures", failure.sentence);
+  return client;
+}
+
+// The fork to forecast: --reason, else a full sync with --replicas (over disk or a socket as the
+// server's repl-diskless-sync says), else a BGSAVE.
+correlate::Reason reason_of(const PredictOptions& o, const std::string& diskless) {
+  if (o.reason) return *o.reason;
+  if (o.replicas_given)
+    return diskless == "yes" ? correlate::Reason::full_sync_diskless : correlate::Reason::full_sync_disk;
+  return correlate::Reason::bgsave;
+}
+
+// The CPU the main thread and the host used over the measurement: the thread's CPU time, the host's
+// runnable threads read at every step, its CPU pressure where the kernel has PSI.
+class CpuWatch {
+ public:
+  explicit CpuWatch(pid_t pid)
+      : pid_(pid), cpu_start_(proc::thread_cpu_seconds(pid, pid)), pressure_start_(proc::read_cpu_pressure_some_us()) {
+    read_runnable();
+  }
+  void read_runnable() {
+    // The read itself runs: it is not a thread the child would share a CPU with.
+    if (const auto n = proc::read_procs_running()) {
+      runnable_sum_ += *n > 0 ? *n - 1 : 0;
+      ++runnable_reads_;
+    }
+  }
+  void finish(forecast::PredictReport& r) const {
+    if (const auto cpu_end = proc::thread_cpu_seconds(pid_, pid_); cpu_start_ && cpu_end && r.measured_s > 0)
+      r.main_thread_cpu = std::max(0.0, *cpu_end - *cpu_start_) / r.measured_s;
+    if (runnable_reads_ == 0) return;
+    auto& load = r.inputs.cpu_load =
+        forecast::Inputs::CpuLoad{runnable_sum_ / runnable_reads_, proc::online_cpus(), std::nullopt};
+    const auto pressure_end = proc::read_cpu_pressure_some_us();
+    if (pressure_start_ && pressure_end && *pressure_end >= *pressure_start_ && r.measured_s > 0)
+      load->pressure_some = std::min(1.0, static_cast<double>(*pressure_end - *pressure_start_) / 1e6 / r.measured_s);
+  }
+
+ private:
+  pid_t pid_;
+  std::optional<double> cpu_start_;
+  std::optional<uint64_t> pressure_start_;
+  double runnable_sum_ = 0;
+  unsigned runnable_reads_ = 0;
+};
+
+// The replication stream's rate over the measurement; without a replica (no backlog yet, the offset
+// stands still) the bytes clients sent stand in for it: an upper bound, reads included.
+void stream_rate_of(const redis::InfoMap& start, const redis::InfoMap& end, double seconds, forecast::Inputs& in) {
+  const auto rate = [&](const char* key) -> std::optional<double> {
+    const auto a = redis::info_int(start, key);
+    const auto b = redis::info_int(end, key);
+    if (!a || !b || *b < *a) return std::nullopt;
+    return static_cast<double>(*b - *a) / seconds;
+  };
+  if (const auto stream = rate("master_repl_offset"); stream && *stream > 0) {
+    in.repl_bytes_per_s = *stream;
+    in.repl_rate_basis = "master_repl_offset";
+  } else if (const auto input = rate("total_net_input_bytes")) {
+    in.repl_bytes_per_s = *input;
+    in.repl_rate_basis = "total_net_input_bytes (no replication stream yet; reads included)";
+  }
+}
+
+// The measurement's steps, from the rehearsal's clear to o.seconds after start_s (or a signal):
+// about 60 of them, at most 4 a second (a count reads 8 bytes of pagemap per page of the process's
+// writable memory), each reading the host's runnable threads and counting the pages written since
+// the clear into the rehearsal's curve.
+void measure(const PredictOptions& o, double start_s, double cleared_s, proc::SoftDirtyCounter* counter, CpuWatch& cpu,
+             forecast::Rehearsal& rh) {
+  const double step = std::clamp(o.seconds / 60, 0.25, 5.0);
+  std::string why;
+  for (double next = cleared_s + step;; next += step) {
+    while (monotonic_s() < next && !stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (stop_requested()) break;
+    cpu.read_runnable();
+    if (counter) {
+      const auto pages = counter->count(&why);
+      if (!pages) throw FatalError(kExitRuntime, "predict: the rehearsal stopped: " + why + ".");
+      rh.curve.emplace_back(monotonic_s() - cleared_s, *pages);
+    }
+    if (monotonic_s() - start_s >= o.seconds) break;
+  }
+}
+
 }  // namespace
 
 int predict_main(int argc, char** argv) {
@@ -252,55 +368,15 @@ int predict_main(int argc, char** argv) {
     throw FatalError(kExitUsage, fmt::format("predict: no process with pid {} exists.", pid));
   install_stop_handlers();
 
-  forecast::PredictReport r;
-  r.version = kVersion;
-  r.pid = pid;
-  r.comm = status->name;
+  forecast::PredictReport r = report_of_process(pid, *status, o);
   auto& in = r.inputs;
-  in.replicas = o.replicas;
-  in.rss_bytes = status->vm_rss_kb * 1024;
-  in.page_table_bytes = status->vm_pte_kb * 1024;
-  const auto smaps = proc::read_smaps_rollup(pid);
-  in.anon_bytes = (smaps ? smaps->anonymous_kb : status->vm_rss_kb) * 1024;
-  if (const auto cg = proc::read_memory_cgroup(pid)) {
-    in.cgroup_limit_bytes = cg->limit_bytes;
-    in.cgroup_usage_bytes = cg->usage_bytes;
-  }
-  in.mem_available_bytes = proc::read_mem_available();
-
-  std::unique_ptr<redis::Client> client;
-  if (redis_setup) {
-    redis::ConnectError failure;
-    client = redis::Client::connect(redis_setup->address,
-                                    {.user = o.redis_settings.user,
-                                     .password = redis_setup->credentials.password,
-                                     .timeout = std::chrono::milliseconds(2000),
-                                     .tls = redis::tls_for(redis_setup->credentials, redis_setup->address)},
-                                    &failure);
-    if (!client) log::warn("{}: predicting without the server's figures", failure.sentence);
-  }
+  const auto client = connect_server(redis_setup, o);
   const auto info_start = info_of(client.get());
   const double start_s = monotonic_s();
-  const auto cpu_start = proc::thread_cpu_seconds(pid, pid);
-  const auto pressure_start = proc::read_cpu_pressure_some_us();
-  // The host's runnable threads, read at every step of the measurement.
-  double runnable_sum = 0;
-  unsigned runnable_reads = 0;
-  const auto read_runnable = [&] {
-    // The read itself runs: it is not a thread the child would share a CPU with.
-    if (const auto n = proc::read_procs_running()) {
-      runnable_sum += *n > 0 ? *n - 1 : 0;
-      ++runnable_reads;
-    }
-  };
-  read_runnable();
+  CpuWatch cpu(pid);
   std::string diskless;
   if (info_start) diskless = read_server(*client, *info_start, redis_setup->address.str(), r);
-  correlate::Reason reason = correlate::Reason::bgsave;
-  if (o.reason)
-    reason = *o.reason;
-  else if (o.replicas_given)
-    reason = diskless == "yes" ? correlate::Reason::full_sync_diskless : correlate::Reason::full_sync_disk;
+  const correlate::Reason reason = reason_of(o, diskless);
 
   r.rehearsal = start_rehearsal(o, pid, forecast::predict(in, reason).fork_freeze_ms);
   auto& rh = r.rehearsal;
@@ -313,47 +389,11 @@ int predict_main(int argc, char** argv) {
              o.seconds,
              rh.run ? fmt::format("rehearsing its copies (soft-dirty bits cleared in {:.2f} ms)", *rh.walk_ms)
                     : "no rehearsal: " + rh.why_not);
-  // Counted about 60 times over the measurement, at most 4 a second: a count reads 8 bytes of
-  // pagemap per page of the process's writable memory.
-  const double step = std::clamp(o.seconds / 60, 0.25, 5.0);
-  for (double next = cleared_s + step;; next += step) {
-    while (monotonic_s() < next && !stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (stop_requested()) break;
-    read_runnable();
-    if (counter) {
-      const auto pages = counter->count(&why);
-      if (!pages) throw FatalError(kExitRuntime, "predict: the rehearsal stopped: " + why + ".");
-      rh.curve.emplace_back(monotonic_s() - cleared_s, *pages);
-    }
-    if (monotonic_s() - start_s >= o.seconds) break;
-  }
+  measure(o, start_s, cleared_s, counter ? &*counter : nullptr, cpu, rh);
   r.measured_s = monotonic_s() - start_s;
-  if (const auto cpu_end = proc::thread_cpu_seconds(pid, pid); cpu_start && cpu_end && r.measured_s > 0)
-    r.main_thread_cpu = std::max(0.0, *cpu_end - *cpu_start) / r.measured_s;
-  if (const auto info_end = info_of(client.get()); info_start && info_end && r.measured_s > 0) {
-    // The replication stream's rate; without a replica (no backlog yet, the offset stands still) the
-    // bytes clients sent stand in for it: an upper bound, reads included.
-    const auto rate = [&](const char* key) -> std::optional<double> {
-      const auto a = redis::info_int(*info_start, key);
-      const auto b = redis::info_int(*info_end, key);
-      if (!a || !b || *b < *a) return std::nullopt;
-      return static_cast<double>(*b - *a) / r.measured_s;
-    };
-    if (const auto stream = rate("master_repl_offset"); stream && *stream > 0) {
-      in.repl_bytes_per_s = *stream;
-      in.repl_rate_basis = "master_repl_offset";
-    } else if (const auto input = rate("total_net_input_bytes")) {
-      in.repl_bytes_per_s = *input;
-      in.repl_rate_basis = "total_net_input_bytes (no replication stream yet; reads included)";
-    }
-  }
-  if (runnable_reads > 0) {
-    in.cpu_load = forecast::Inputs::CpuLoad{runnable_sum / runnable_reads, proc::online_cpus(), std::nullopt};
-    const auto pressure_end = proc::read_cpu_pressure_some_us();
-    if (pressure_start && pressure_end && *pressure_end >= *pressure_start && r.measured_s > 0)
-      in.cpu_load->pressure_some =
-          std::min(1.0, static_cast<double>(*pressure_end - *pressure_start) / 1e6 / r.measured_s);
-  }
+  cpu.finish(r);
+  if (const auto info_end = info_of(client.get()); info_start && info_end && r.measured_s > 0)
+    stream_rate_of(*info_start, *info_end, r.measured_s, in);
   if (counter) rh.held_mappings = counter->held();
   in.dirty_curve = rh.curve;
   r.prediction = forecast::predict(in, reason);

@@ -81,9 +81,7 @@ void pace_from(const po::variables_map& vm, DaemonOptions& o) {
     throw FatalError(kExitUsage, "--idle-poll-interval-ms: expected --poll-interval-ms to 5000.");
 }
 
-}  // namespace
-
-std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
+po::options_description daemon_options_description() {
   po::options_description desc("thptrace daemon: Prometheus exporter of fork, COW and THP figures");
   desc.add_options()("help,h", "show this help")("config", po::value<std::string>(), "config file (INI: key = value)")(
       "listen", po::value<std::string>()->default_value("127.0.0.1:9966"), "HOST:PORT of the /metrics endpoint")(
@@ -118,6 +116,13 @@ std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
       "(docs/guide/daemon.md)")("verbose,v", "print libbpf's messages and debug lines");
   tracer::add_load_options(desc);
   add_redis_connection_options(desc);
+  return desc;
+}
+
+}  // namespace
+
+std::optional<DaemonOptions> parse_daemon_options(int argc, char** argv) {
+  const po::options_description desc = daemon_options_description();
   po::variables_map vm;
   // The config file is read once, at most 1 MiB of it.
   std::optional<std::string> config_text;

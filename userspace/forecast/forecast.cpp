@@ -152,14 +152,9 @@ void widen_for_cpu(const Inputs& in, Prediction& p) {
                          1 / share, c.runnable, c.cpus, share * 100);
 }
 
-}  // namespace
-
-Prediction predict(const Inputs& in, correlate::Reason reason) {
-  Prediction p;
-  p.reason = reason;
-  p.fork_freeze_ms = freeze_of(in);
-  p.child_lifetime_s = lifetime_of(in);
-  widen_for_cpu(in, p);
+// The bytes the fork will copy: read from the rehearsal's curve at the child's predicted life, else the
+// last fork's (traced, or Redis's rdb_last_cow_size), else unknown (copied_unknown_why).
+void copies_of(const Inputs& in, Prediction& p) {
   const auto max_pages = static_cast<uint64_t>(static_cast<double>(in.anon_bytes) / kPageBytes);
   if (!in.dirty_curve.empty()) {
     const auto& l = p.child_lifetime_s;
@@ -185,7 +180,10 @@ Prediction predict(const Inputs& in, correlate::Reason reason) {
                                               : "no soft-dirty rehearsal, and no Redis (--redis) to tell its last save";
   }
   p.method = p.copied_bytes ? p.copied_bytes->method : Method::model;
+}
 
+// The memory the fork adds: its copies and, for a full sync, the replicas' output buffers.
+void extra_memory_of(const Inputs& in, correlate::Reason reason, Prediction& p) {
   Figure extra = p.copied_bytes ? *p.copied_bytes : Figure{0, 0, 0, Method::model, ""};
   const unsigned buffers = full_sync(reason) ? (in.shared_replication_buffer ? 1 : std::max(1u, in.replicas)) : 0;
   if (full_sync(reason)) {
@@ -199,7 +197,12 @@ Prediction predict(const Inputs& in, correlate::Reason reason) {
   extra.basis = buffers > 1 ? fmt::format("copies and {} replicas' output buffers", buffers)
                             : (buffers ? "copies and the replication buffer" : "copies");
   p.peak_extra_memory_bytes = extra;
+}
 
+// Each limit the fork's memory meets, and the verdict: the worst limit's, named by the one with the
+// least room left.
+void limits_of(const Inputs& in, Prediction& p) {
+  const Figure& extra = *p.peak_extra_memory_bytes;  // extra_memory_of set it
   const Figure base{static_cast<double>(in.rss_bytes), static_cast<double>(in.rss_bytes),
                     static_cast<double>(in.rss_bytes), extra.method, ""};
   if (in.cgroup_limit_bytes)
@@ -216,7 +219,6 @@ Prediction predict(const Inputs& in, correlate::Reason reason) {
       p.limits.push_back(check(fmt::format("client-output-buffer-limit replica (soft, {} s)", in.replica_soft_seconds),
                                in.replica_soft_bytes, *p.replica_buffer_peak_bytes));
   }
-  // The verdict is the worst limit's; its name, the one with the least room left.
   double least_room = INFINITY;
   for (const auto& c : p.limits) {
     const double room = static_cast<double>(c.limit_bytes) - c.need.value;
@@ -226,17 +228,33 @@ Prediction predict(const Inputs& in, correlate::Reason reason) {
       least_room = room;
     }
   }
+}
+
+// Memory limits: how many replicas' buffers fit beside the process and its copies.
+std::optional<unsigned> max_replicas_of(const Inputs& in, const Prediction& p) {
+  const double copies = p.copied_bytes ? p.copied_bytes->value : 0;
+  double room = INFINITY;
+  if (in.cgroup_limit_bytes)
+    room = std::min(room, static_cast<double>(*in.cgroup_limit_bytes) - static_cast<double>(in.rss_bytes) - copies);
+  if (in.mem_available_bytes) room = std::min(room, static_cast<double>(*in.mem_available_bytes) - copies);
+  if (!std::isfinite(room)) return std::nullopt;
+  return static_cast<unsigned>(std::max(0.0, std::floor(room / p.replica_buffer_peak_bytes->value)));
+}
+
+}  // namespace
+
+Prediction predict(const Inputs& in, correlate::Reason reason) {
+  Prediction p;
+  p.reason = reason;
+  p.fork_freeze_ms = freeze_of(in);
+  p.child_lifetime_s = lifetime_of(in);
+  widen_for_cpu(in, p);
+  copies_of(in, p);
+  extra_memory_of(in, reason, p);
+  limits_of(in, p);
   if (full_sync(reason) && !in.shared_replication_buffer && p.replica_buffer_peak_bytes &&
-      p.replica_buffer_peak_bytes->value > 0) {
-    // Memory limits: how many replicas' buffers fit beside the process and its copies.
-    const double copies = p.copied_bytes ? p.copied_bytes->value : 0;
-    double room = INFINITY;
-    if (in.cgroup_limit_bytes)
-      room = std::min(room, static_cast<double>(*in.cgroup_limit_bytes) - static_cast<double>(in.rss_bytes) - copies);
-    if (in.mem_available_bytes) room = std::min(room, static_cast<double>(*in.mem_available_bytes) - copies);
-    if (std::isfinite(room))
-      p.max_replicas = static_cast<unsigned>(std::max(0.0, std::floor(room / p.replica_buffer_peak_bytes->value)));
-  }
+      p.replica_buffer_peak_bytes->value > 0)
+    if (const auto n = max_replicas_of(in, p)) p.max_replicas = *n;
   return p;
 }
 

@@ -106,31 +106,84 @@ std::optional<double> thread_cpu_seconds(pid_t pid, pid_t tid) {
   return static_cast<double>(*ticks) / static_cast<double>(hz);
 }
 
+namespace {
+
+// The processes that hold a socket of `inodes`, among `candidates`.
+std::vector<pid_t> holders_of(const std::set<uint64_t>& inodes, const std::vector<pid_t>& candidates) {
+  std::vector<pid_t> holders;
+  for (const pid_t pid : candidates)
+    for (const uint64_t i : socket_inodes(pid))
+      if (inodes.count(i)) {
+        holders.push_back(pid);
+        break;
+      }
+  return holders;
+}
+
+// The processes holding the server's end of our connection, in whichever network namespace has it
+// (one reader per namespace); *how says where. Empty when none does.
+std::vector<pid_t> holders_of_connection(const Endpoint& server_side, const Endpoint& client_side, std::string* how) {
+  std::map<uint64_t, std::vector<pid_t>> by_ns;
+  for (const pid_t pid : pids())
+    if (const uint64_t ns = net_namespace(pid)) by_ns[ns].push_back(pid);
+  for (const auto& [ns, members] : by_ns) {
+    std::set<uint64_t> inodes;
+    for (const auto& s : tcp_sockets_of_namespace(members.front()))
+      if (s.state == kTcpEstablished && s.local == server_side && s.remote == client_side && s.inode)
+        inodes.insert(s.inode);
+    if (inodes.empty()) continue;
+    *how = fmt::format("it holds the socket of our connection ({} <- {}) in network namespace {}", server_side.str(),
+                       client_side.str(), ns);
+    if (auto holders = holders_of(inodes, members); !holders.empty()) return holders;
+  }
+  return {};
+}
+
+// The processes of our own network namespace that listen on `address`'s port (on its address or
+// all); *how says so. For servers that do not report their end of our connection (Redis < 6.2).
+std::vector<pid_t> holders_of_listener(const std::string& address, std::string* how) {
+  const auto addr = parse_endpoint(address);
+  if (!addr) return {};
+  const uint64_t ours = net_namespace(::getpid());
+  std::set<uint64_t> inodes;
+  for (const auto& s : tcp_sockets_of_namespace(::getpid()))
+    if (s.state == kTcpListen && s.local.port == addr->port && (s.local.wildcard() || s.local.ip == addr->ip))
+      inodes.insert(s.inode);
+  if (inodes.empty()) return {};
+  std::vector<pid_t> ours_pids;
+  for (const pid_t pid : pids())
+    if (net_namespace(pid) == ours) ours_pids.push_back(pid);
+  *how = fmt::format("it owns the socket listening on {} in our network namespace", addr->str());
+  return holders_of(inodes, ours_pids);
+}
+
+// Among the holders (a fork child, BGSAVE's, holds the same sockets): the one whose pid in its
+// namespace is the claimed process_id, else the oldest; 0 with *error set when none is the claimed one.
+pid_t server_among(const std::vector<pid_t>& holders, const ServerClaim& claim, std::string* error) {
+  pid_t claimed = 0;
+  for (const pid_t p : holders)
+    if (claim.process_id > 0 && innermost_pid(p) == claim.process_id) claimed = p;
+  if (claimed) return claimed;
+  if (claim.process_id > 0) {
+    *error = fmt::format(
+        "the server at {} reports process_id {}, but the process holding its socket, host pid {}, "
+        "has pid {} in its own namespace.",
+        claim.address, claim.process_id, holders.front(), innermost_pid(holders.front()));
+    return 0;
+  }
+  return *std::max_element(holders.begin(), holders.end(), [](pid_t a, pid_t b) {
+    return process_age_s(a).value_or(0) < process_age_s(b).value_or(0);
+  });
+}
+
+}  // namespace
+
 Resolution resolve_server(const ServerClaim& claim) {
   Resolution r;
-  std::vector<pid_t> holders;
   std::string how;
+  std::vector<pid_t> holders;
   if (claim.server_side && claim.client_side) {
-    // The namespaces, one reader each; then the socket of our connection as the server sees it.
-    std::map<uint64_t, std::vector<pid_t>> by_ns;
-    for (const pid_t pid : pids())
-      if (const uint64_t ns = net_namespace(pid)) by_ns[ns].push_back(pid);
-    for (const auto& [ns, pids] : by_ns) {
-      std::set<uint64_t> inodes;
-      for (const auto& s : tcp_sockets_of_namespace(pids.front()))
-        if (s.state == kTcpEstablished && s.local == *claim.server_side && s.remote == *claim.client_side && s.inode)
-          inodes.insert(s.inode);
-      if (inodes.empty()) continue;
-      for (const pid_t pid : pids)
-        for (const uint64_t i : socket_inodes(pid))
-          if (inodes.count(i)) {
-            holders.push_back(pid);
-            break;
-          }
-      how = fmt::format("it holds the socket of our connection ({} <- {}) in network namespace {}",
-                        claim.server_side->str(), claim.client_side->str(), ns);
-      if (!holders.empty()) break;
-    }
+    holders = holders_of_connection(*claim.server_side, *claim.client_side, &how);
     if (holders.empty()) {
       r.error = fmt::format("no process on this host holds the socket of our connection to {} ({} as the server sees it): "
                             "the server runs on another host, or /proc of its processes cannot be read (CAP_SYS_PTRACE).",
@@ -139,23 +192,7 @@ Resolution resolve_server(const ServerClaim& claim) {
     }
   } else {
     // No CLIENT INFO laddr (Redis < 6.2): a process that listens on the port in our own namespace.
-    const auto addr = parse_endpoint(claim.address);
-    if (addr) {
-      const uint64_t ours = net_namespace(::getpid());
-      std::set<uint64_t> inodes;
-      for (const auto& s : tcp_sockets_of_namespace(::getpid()))
-        if (s.state == kTcpListen && s.local.port == addr->port && (s.local.wildcard() || s.local.ip == addr->ip))
-          inodes.insert(s.inode);
-      for (const pid_t pid : pids()) {
-        if (inodes.empty() || net_namespace(pid) != ours) continue;
-        for (const uint64_t i : socket_inodes(pid))
-          if (inodes.count(i)) {
-            holders.push_back(pid);
-            break;
-          }
-      }
-      how = fmt::format("it owns the socket listening on {} in our network namespace", addr->str());
-    }
+    holders = holders_of_listener(claim.address, &how);
     if (holders.empty()) {
       r.error = fmt::format("cannot tell which process serves {}: it does not report its end of our connection "
                             "(CLIENT INFO laddr, Redis 6.2+) and no local process listens on that address.",
@@ -163,22 +200,8 @@ Resolution resolve_server(const ServerClaim& claim) {
       return r;
     }
   }
-  // A fork child (BGSAVE) holds the same sockets: the one whose pid in its namespace is the claimed
-  // process_id, else the oldest.
-  pid_t chosen = 0;
-  for (const pid_t p : holders)
-    if (claim.process_id > 0 && innermost_pid(p) == claim.process_id) chosen = p;
-  if (!chosen) {
-    if (claim.process_id > 0) {
-      r.error = fmt::format("the server at {} reports process_id {}, but the process holding its socket, host pid {}, "
-                            "has pid {} in its own namespace.",
-                            claim.address, claim.process_id, holders.front(), innermost_pid(holders.front()));
-      return r;
-    }
-    chosen = *std::max_element(holders.begin(), holders.end(), [](pid_t a, pid_t b) {
-      return process_age_s(a).value_or(0) < process_age_s(b).value_or(0);
-    });
-  }
+  const pid_t chosen = server_among(holders, claim, &r.error);
+  if (!chosen) return r;
   if (claim.uptime_s) {
     const auto age = process_age_s(chosen);
     if (age && !start_matches_uptime(*age, *claim.uptime_s)) {

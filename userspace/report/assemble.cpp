@@ -144,20 +144,8 @@ void main_thread_of_forks(const CaptureInputs& in, std::vector<correlate::ForkEp
   }
 }
 
-}  // namespace
-
-Report assemble(const CaptureInputs& in) {
-  const bool kernel_splits = in.probes.cow_fault.mode == tracer::Mode::fentry;
-  correlate::CorrelatorOptions options;
-  options.kernel_splits = kernel_splits;
-  correlate::Correlator correlator(static_cast<uint32_t>(in.pid), options);
-  for (const auto& e : in.events) correlator.on_event(e);
-  for (const auto& ep : in.final_episodes) correlator.on_final_episode(ep);
-  for (const auto& s : in.samples.samples()) correlator.on_sample(s);
-  for (const auto& s : in.timeline) correlator.on_snapshot(s);
-  correlator.set_repl_diskless_sync(in.facts ? in.facts->repl_diskless_sync : std::string());
-
-  Report r;
+// Who, where and when: the capture's identity, as recorded.
+void header_of(const CaptureInputs& in, Report& r) {
   r.version = in.version;
   r.hostname = in.hostname;
   r.boot_id = in.boot_id;
@@ -172,7 +160,10 @@ Report assemble(const CaptureInputs& in) {
   r.huge_alloc = in.huge_alloc;
   r.duration_s = static_cast<double>(in.end_ns - in.start_ns) / 1e9;
   r.start_monotonic_ns = in.start_ns;
-  r.target_exited = correlator.target_exited();
+}
+
+// The process's THP state and its huge pages and RSS over the capture, from its /proc samples.
+void process_memory_of(const CaptureInputs& in, Report& r) {
   const auto& samples = in.samples.samples();
   for (const auto& s : samples) {
     if (!s.target_alive) continue;
@@ -183,32 +174,122 @@ Report assemble(const CaptureInputs& in) {
     r.rss_kb_max = std::max(r.rss_kb_max, s.rss_kb);
   }
   if (!r.thp_enabled_for_process) r.thp_enabled_for_process = in.status_thp_enabled;
-  r.forks = correlator.take_remaining(true);
-  r.replication = replication_of(in, r.forks, correlator.replica_syncs());
+}
+
+// The capture's totals from the kernel's counters; without per-process kernel counts of splits,
+// the splits of its fork windows.
+void totals_of(const CaptureInputs& in, bool kernel_splits, Report& r) {
   r.totals = correlate::totals_from_kernel(in.target, in.dropped);
   r.totals.forks = r.forks.size();
-  // Without per-process kernel counts, the splits of the capture are those of its fork windows.
   if (!r.forks.empty() && !kernel_splits) {
     r.totals.thp_splits = 0;
     for (const auto& f : r.forks) r.totals.thp_splits += f.thp_splits;
   }
-  // With the kernel timing the faults, a fork whose parent copied nothing stalled for none.
-  if (kernel_splits)
-    for (auto& f : r.forks)
-      if (!f.copy_stall_ms) {
-        f.copy_stall_ms = 0.0;
-        f.copy_stall_source = "kernel";
-      }
-  if (in.copy_cost_ns)
-    for (auto& f : r.forks)
-      if (!f.copy_stall_ms) {
-        f.copy_stall_ms = static_cast<double>(f.cow_faults) * *in.copy_cost_ns / 1e6;
-        f.copy_stall_source = "estimate";
-      }
-  r.copy_cost_ns = in.copy_cost_ns;
-  for (auto& f : r.forks)
+}
+
+// Each fork's copy stall where the kernel did not time it (with the kernel timing the faults, a fork
+// whose parent copied nothing stalled for none; else the copy cost estimate), and its RSS at fork.
+void stalls_of_forks(const CaptureInputs& in, bool kernel_splits, std::vector<correlate::ForkEpisode>& forks) {
+  for (auto& f : forks) {
+    if (kernel_splits && !f.copy_stall_ms) {
+      f.copy_stall_ms = 0.0;
+      f.copy_stall_source = "kernel";
+    }
+    if (in.copy_cost_ns && !f.copy_stall_ms) {
+      f.copy_stall_ms = static_cast<double>(f.cow_faults) * *in.copy_cost_ns / 1e6;
+      f.copy_stall_source = "estimate";
+    }
     if (const proc::Sample* at_fork = in.samples.at_or_before(f.fork_ts_ns); at_fork && at_fork->target_alive)
       f.rss_kb_at_fork = at_fork->rss_kb;
+  }
+}
+
+// The memory section: what the forks copied, how long children lived, the host's and the cgroup's.
+MemorySection memory_of(const CaptureInputs& in, const std::vector<correlate::ForkEpisode>& forks) {
+  MemorySection m;
+  for (const auto& f : forks) {
+    m.copied_bytes += (f.cow_faults + f.child_cow_faults) * kPageBytes;
+    if (f.child_lifetime_ms) m.fork_window_s += *f.child_lifetime_ms / 1e3;
+  }
+  const auto& samples = in.samples.samples();
+  for (const auto& s : samples)
+    if (s.mem_available_bytes)
+      m.mem_available_min_bytes = std::min(m.mem_available_min_bytes.value_or(UINT64_MAX), *s.mem_available_bytes);
+  if (const auto& end = in.cgroup_end ? in.cgroup_end : in.cgroup_start) {
+    CgroupSection c;
+    c.version = end->version;
+    c.path = end->dir;
+    c.limit_bytes = end->limit_bytes;
+    c.peak_bytes = end->peak_bytes;
+    c.usage_max_bytes = std::max(end->usage_bytes, in.cgroup_start ? in.cgroup_start->usage_bytes : 0);
+    for (const auto& s : samples)
+      if (s.cgroup_usage_bytes) c.usage_max_bytes = std::max(c.usage_max_bytes, *s.cgroup_usage_bytes);
+    if (in.cgroup_start && end->oom_kills >= in.cgroup_start->oom_kills)
+      c.oom_kills = end->oom_kills - in.cgroup_start->oom_kills;
+    m.cgroup = c;
+  }
+  return m;
+}
+
+// The Redis section: its facts, and its counters' change from the first INFO answered to the last.
+RedisSection redis_of(const CaptureInputs& in) {
+  RedisSection rs;
+  rs.address = *in.redis_address;
+  if (in.facts && !in.timeline.empty()) {
+    const redis::Snapshot* a = nullptr;
+    const redis::Snapshot* b = nullptr;
+    for (const auto& s : in.timeline)
+      if (s.up) {
+        if (!a) a = &s;
+        b = &s;
+      }
+    rs.reachable = a != nullptr;
+    rs.version = in.facts->version;
+    rs.run_id = in.facts->run_id;
+    rs.role = in.facts->role;
+    rs.process_id = in.facts->process_id;
+    rs.disable_thp = in.facts->disable_thp;
+    rs.repl_diskless_sync = in.facts->repl_diskless_sync;
+    if (b) {
+      rs.latest_fork_usec = b->latest_fork_usec;
+      rs.total_forks_delta = b->total_forks - a->total_forks;
+      rs.rdb_last_cow_size = b->rdb_last_cow_size;
+    }
+    if (const auto& f = *in.facts; !f.appendfsync.empty()) {
+      rs.persistence = RedisSection::Persistence{f.appendonly, f.appendfsync, f.no_appendfsync_on_rewrite,
+                                                 f.aof_rewrite_incremental_fsync, f.rdb_save_incremental_fsync};
+      if (b && a->aof_delayed_fsync >= 0 && b->aof_delayed_fsync >= a->aof_delayed_fsync)
+        rs.persistence->aof_delayed_fsync_delta = b->aof_delayed_fsync - a->aof_delayed_fsync;
+    }
+  }
+  if (!rs.reachable) rs.error = in.redis_error.empty() ? "no reply" : in.redis_error;
+  rs.unanswered = in.redis_outages;
+  for (const auto& [command, why] : in.redis_refused) rs.refused.push_back(why);
+  return rs;
+}
+
+}  // namespace
+
+Report assemble(const CaptureInputs& in) {
+  const bool kernel_splits = in.probes.cow_fault.mode == tracer::Mode::fentry;
+  correlate::CorrelatorOptions options;
+  options.kernel_splits = kernel_splits;
+  correlate::Correlator correlator(static_cast<uint32_t>(in.pid), options);
+  for (const auto& e : in.events) correlator.on_event(e);
+  for (const auto& ep : in.final_episodes) correlator.on_final_episode(ep);
+  for (const auto& s : in.samples.samples()) correlator.on_sample(s);
+  for (const auto& s : in.timeline) correlator.on_snapshot(s);
+  correlator.set_repl_diskless_sync(in.facts ? in.facts->repl_diskless_sync : std::string());
+
+  Report r;
+  header_of(in, r);
+  r.target_exited = correlator.target_exited();
+  process_memory_of(in, r);
+  r.forks = correlator.take_remaining(true);
+  r.replication = replication_of(in, r.forks, correlator.replica_syncs());
+  totals_of(in, kernel_splits, r);
+  stalls_of_forks(in, kernel_splits, r.forks);
+  r.copy_cost_ns = in.copy_cost_ns;
   if (in.sample_every) attribute_forks(in, r.forks);
   main_thread_of_forks(in, r.forks);
   folios_of_forks(in, r.forks);
@@ -224,62 +305,8 @@ Report assemble(const CaptureInputs& in) {
   r.disk_calls_dropped = in.disk_calls_dropped;
   r.disk_windows_unknown = static_cast<uint64_t>(
       std::count_if(in.disk_windows.begin(), in.disk_windows.end(), [](const auto& d) { return !d.calls; }));
-  for (const auto& f : r.forks) {
-    r.memory.copied_bytes += (f.cow_faults + f.child_cow_faults) * kPageBytes;
-    if (f.child_lifetime_ms) r.memory.fork_window_s += *f.child_lifetime_ms / 1e3;
-  }
-  for (const auto& s : samples)
-    if (s.mem_available_bytes)
-      r.memory.mem_available_min_bytes =
-          std::min(r.memory.mem_available_min_bytes.value_or(UINT64_MAX), *s.mem_available_bytes);
-  if (const auto& end = in.cgroup_end ? in.cgroup_end : in.cgroup_start) {
-    CgroupSection c;
-    c.version = end->version;
-    c.path = end->dir;
-    c.limit_bytes = end->limit_bytes;
-    c.peak_bytes = end->peak_bytes;
-    c.usage_max_bytes = std::max(end->usage_bytes, in.cgroup_start ? in.cgroup_start->usage_bytes : 0);
-    for (const auto& s : samples)
-      if (s.cgroup_usage_bytes) c.usage_max_bytes = std::max(c.usage_max_bytes, *s.cgroup_usage_bytes);
-    if (in.cgroup_start && end->oom_kills >= in.cgroup_start->oom_kills)
-      c.oom_kills = end->oom_kills - in.cgroup_start->oom_kills;
-    r.memory.cgroup = c;
-  }
-  if (in.redis_address) {
-    RedisSection rs;
-    rs.address = *in.redis_address;
-    if (in.facts && !in.timeline.empty()) {
-      const redis::Snapshot* a = nullptr;
-      const redis::Snapshot* b = nullptr;
-      for (const auto& s : in.timeline)
-        if (s.up) {
-          if (!a) a = &s;
-          b = &s;
-        }
-      rs.reachable = a != nullptr;
-      rs.version = in.facts->version;
-      rs.run_id = in.facts->run_id;
-      rs.role = in.facts->role;
-      rs.process_id = in.facts->process_id;
-      rs.disable_thp = in.facts->disable_thp;
-      rs.repl_diskless_sync = in.facts->repl_diskless_sync;
-      if (b) {
-        rs.latest_fork_usec = b->latest_fork_usec;
-        rs.total_forks_delta = b->total_forks - a->total_forks;
-        rs.rdb_last_cow_size = b->rdb_last_cow_size;
-      }
-      if (const auto& f = *in.facts; !f.appendfsync.empty()) {
-        rs.persistence = RedisSection::Persistence{f.appendonly, f.appendfsync, f.no_appendfsync_on_rewrite,
-                                                   f.aof_rewrite_incremental_fsync, f.rdb_save_incremental_fsync};
-        if (b && a->aof_delayed_fsync >= 0 && b->aof_delayed_fsync >= a->aof_delayed_fsync)
-          rs.persistence->aof_delayed_fsync_delta = b->aof_delayed_fsync - a->aof_delayed_fsync;
-      }
-    }
-    if (!rs.reachable) rs.error = in.redis_error.empty() ? "no reply" : in.redis_error;
-    rs.unanswered = in.redis_outages;
-    for (const auto& [command, why] : in.redis_refused) rs.refused.push_back(why);
-    r.redis = rs;
-  }
+  r.memory = memory_of(in, r.forks);
+  if (in.redis_address) r.redis = redis_of(in);
   return r;
 }
 

@@ -194,6 +194,71 @@ bool FeatureProbe::task_storage() {
 
 int FeatureProbe::ringbuf() { return libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, nullptr); }
 
+namespace {
+
+// A kernel family: tp_btf when its tracepoints all load, else raw_tp, else unavailable.
+FamilyChoice tracepoint_family(FeatureProbe& fp, bool force_fallback, bool btf, const std::vector<std::string>& tps) {
+  std::string why;
+  if (!force_fallback && btf) {
+    bool ok = true;
+    for (const auto& tp : tps) ok = ok && fp.tp_btf(tp);
+    if (ok) return FamilyChoice{Mode::tp_btf, "tp_btf loads and attaches"};
+    why = fp.last_failure() + "; ";
+  } else if (force_fallback) {
+    why = "fallback forced; ";
+  } else {
+    why = "no kernel BTF; ";
+  }
+  bool ok = true;
+  for (const auto& tp : tps) ok = ok && fp.raw_tp(tp);
+  if (ok) return FamilyChoice{Mode::raw_tp, why + "raw_tp works"};
+  return FamilyChoice{Mode::unavailable, why + fp.last_failure()};
+}
+
+// The disk family: the four system calls' entry points where fentry loads (only these calls run
+// the programs, not every system call of the machine: bpf/disk.bpf.c says why not the VFS's); else
+// sys_enter/sys_exit, only when asked for (--disk on).
+FamilyChoice disk_choice(FeatureProbe& fp, bool force_fallback, bool btf, DiskTracing disk) {
+  if (disk == DiskTracing::off) return {Mode::unavailable, "off (--disk off)"};
+  if (!force_fallback && btf && fp.fentry("__x64_sys_fsync") && fp.fentry("__x64_sys_fdatasync") &&
+      fp.fentry("__x64_sys_sync_file_range") && fp.fentry("__x64_sys_write"))
+    return {Mode::fentry, "fentry/fexit on the fsync, fdatasync, sync_file_range and write system calls load"};
+  const std::string why = force_fallback ? std::string("fallback forced") : fp.last_failure();
+  if (disk == DiskTracing::on) {
+    FamilyChoice c = tracepoint_family(fp, force_fallback, btf, {"sys_enter", "sys_exit"});
+    c.why = why + "; sys_enter/sys_exit: " + c.why;
+    return c;
+  }
+  return {Mode::unavailable, why +
+                                 "; off: its fallback, sys_enter/sys_exit, slows every system call of the host while "
+                                 "attached (--disk on takes it)"};
+}
+
+// The COW fault family: fentry/fexit on the wp handlers where they load, else the page-fault
+// tracepoint.
+FamilyChoice cow_fault_choice(FeatureProbe& fp, bool force_fallback, bool btf, bool task_storage) {
+  const std::string starts =
+      task_storage ? "fault start times in task storage" : fp.last_failure() + ": fault start times in a hash map";
+  if (!force_fallback && btf && fp.fentry("do_wp_page") && fp.fentry("do_huge_pmd_wp_page"))
+    return {Mode::fentry, "fentry/fexit on do_wp_page and do_huge_pmd_wp_page load; " + starts};
+  const std::string why = force_fallback ? std::string("fallback forced") : fp.last_failure();
+  FamilyChoice c = tracepoint_family(fp, force_fallback, btf, {"page_fault_user", "mm_page_alloc"});
+  c.why = why + "; page_fault_user: " + c.why;
+  return c;
+}
+
+// The Redis family: uprobes on the fork entry points its binary gives, else INFO polling.
+FamilyChoice redis_choice(bool force_fallback, const RedisScope& redis) {
+  if (!redis.per_process && redis.exe.empty()) return {Mode::unavailable, "no redis-server process watched"};
+  if (force_fallback) return {Mode::info_polling, "fallback forced: fork reasons from INFO"};
+  if (redis.per_process) return {Mode::uprobe, "per process: the fork entry points its binary gives"};
+  // Each entry point on its own: a missing one costs the labels that need it (entry_points.h).
+  const auto entry_points = find_entry_points(redis.exe);
+  return {entry_points.anchors() ? Mode::uprobe : Mode::info_polling, redis.exe + ": " + describe(entry_points)};
+}
+
+}  // namespace
+
 AttachModes choose_modes(bool force_fallback, const RedisScope& redis, DiskTracing disk) {
   FeatureProbe fp;
   AttachModes r;
@@ -209,74 +274,21 @@ AttachModes choose_modes(bool force_fallback, const RedisScope& redis, DiskTraci
   else if (fp.ringbuf() == 0)
     r.unsupported = "the kernel has no BPF ring buffer (BPF_MAP_TYPE_RINGBUF): thptrace needs Linux 5.8 or later";
   r.bpf_atomics = fp.bpf_atomics();
-
-  // A kernel family: tp_btf when its tracepoints all load, else raw_tp, else unavailable.
-  auto tracepoint_family = [&](const std::vector<std::string>& tps) {
-    FamilyChoice c;
-    if (!force_fallback && r.btf) {
-      bool ok = true;
-      for (const auto& tp : tps) ok = ok && fp.tp_btf(tp);
-      if (ok) return FamilyChoice{Mode::tp_btf, "tp_btf loads and attaches"};
-      c.why = fp.last_failure() + "; ";
-    } else if (force_fallback) {
-      c.why = "fallback forced; ";
-    } else {
-      c.why = "no kernel BTF; ";
-    }
-    bool ok = true;
-    for (const auto& tp : tps) ok = ok && fp.raw_tp(tp);
-    if (ok) return FamilyChoice{Mode::raw_tp, c.why + "raw_tp works"};
-    return FamilyChoice{Mode::unavailable, c.why + fp.last_failure()};
-  };
-
-  r.fork = tracepoint_family({"sched_process_fork", "sched_process_exit", "sys_enter", "sys_exit"});
+  r.fork = tracepoint_family(fp, force_fallback, r.btf,
+                             {"sched_process_fork", "sched_process_exit", "sys_enter", "sys_exit"});
   if (r.fork.mode != Mode::unavailable && !r.bpf_atomics)
     r.fork.why += "; no BPF compare-and-exchange (Linux 5.12): the *_compat fork and exit programs, whose "
                   "episode slots are claimed without it";
-  r.thp = tracepoint_family({"mm_khugepaged_scan_pmd", "mm_collapse_huge_page"});
-  r.stall = tracepoint_family({"mm_compaction_begin", "mm_compaction_end", "mm_vmscan_direct_reclaim_begin",
-                               "mm_vmscan_direct_reclaim_end"});
-  // The four system calls' entry points where fentry loads: only these calls run the programs, not
-  // every system call of the machine (bpf/disk.bpf.c says why not the VFS's).
+  r.thp = tracepoint_family(fp, force_fallback, r.btf, {"mm_khugepaged_scan_pmd", "mm_collapse_huge_page"});
+  r.stall = tracepoint_family(
+      fp, force_fallback, r.btf,
+      {"mm_compaction_begin", "mm_compaction_end", "mm_vmscan_direct_reclaim_begin", "mm_vmscan_direct_reclaim_end"});
   r.disk_tracepoints = disk == DiskTracing::on;
-  if (disk == DiskTracing::off) {
-    r.disk = {Mode::unavailable, "off (--disk off)"};
-  } else if (!force_fallback && r.btf && fp.fentry("__x64_sys_fsync") && fp.fentry("__x64_sys_fdatasync") &&
-             fp.fentry("__x64_sys_sync_file_range") && fp.fentry("__x64_sys_write")) {
-    r.disk = {Mode::fentry, "fentry/fexit on the fsync, fdatasync, sync_file_range and write system calls load"};
-  } else if (disk == DiskTracing::on) {
-    const std::string why = force_fallback ? std::string("fallback forced") : fp.last_failure();
-    r.disk = tracepoint_family({"sys_enter", "sys_exit"});
-    r.disk.why = why + "; sys_enter/sys_exit: " + r.disk.why;
-  } else {
-    r.disk = {Mode::unavailable,
-              (force_fallback ? std::string("fallback forced") : fp.last_failure()) +
-                  "; off: its fallback, sys_enter/sys_exit, slows every system call of the host while attached "
-                  "(--disk on takes it)"};
-  }
+  r.disk = disk_choice(fp, force_fallback, r.btf, disk);
   r.task_storage = fp.task_storage();
-  const std::string starts =
-      r.task_storage ? "fault start times in task storage" : fp.last_failure() + ": fault start times in a hash map";
-  if (!force_fallback && r.btf && fp.fentry("do_wp_page") && fp.fentry("do_huge_pmd_wp_page")) {
-    r.cow_fault = {Mode::fentry, "fentry/fexit on do_wp_page and do_huge_pmd_wp_page load; " + starts};
-  } else {
-    const std::string why = force_fallback ? std::string("fallback forced") : fp.last_failure();
-    r.cow_fault = tracepoint_family({"page_fault_user", "mm_page_alloc"});
-    r.cow_fault.why = why + "; page_fault_user: " + r.cow_fault.why;
-  }
+  r.cow_fault = cow_fault_choice(fp, force_fallback, r.btf, r.task_storage);
   r.kernel_copies = kernel_copies_choice(fp, r);
-
-  if (!redis.per_process && redis.exe.empty()) {
-    r.redis = {Mode::unavailable, "no redis-server process watched"};
-  } else if (force_fallback) {
-    r.redis = {Mode::info_polling, "fallback forced: fork reasons from INFO"};
-  } else if (redis.per_process) {
-    r.redis = {Mode::uprobe, "per process: the fork entry points its binary gives"};
-  } else {
-    // Each entry point on its own: a missing one costs the labels that need it (entry_points.h).
-    const auto entry_points = find_entry_points(redis.exe);
-    r.redis = {entry_points.anchors() ? Mode::uprobe : Mode::info_polling, redis.exe + ": " + describe(entry_points)};
-  }
+  r.redis = redis_choice(force_fallback, redis);
   vmlinux_slot().reset();  // the checks' results stay memoised; a later new check parses it again
   return r;
 }
