@@ -152,6 +152,16 @@ static __always_inline void episode_child_io(struct thptrace_episode *ep, struct
 	ep->child_write_bytes = BPF_CORE_READ(p, ioac.write_bytes) + BPF_CORE_READ(p, signal, ioac.write_bytes);
 }
 
+/* The exiting child's scheduler clocks, as /proc/PID/schedstat gives them: its time on a CPU (up to
+ * the last tick or switch: a tick's worth short at most) and its time runnable, waiting for one,
+ * which CONFIG_SCHED_INFO keeps (Debian's kernels have it; else 0). */
+static __always_inline void episode_child_cpu(struct thptrace_episode *ep, struct task_struct *p)
+{
+	ep->child_cpu_ns = BPF_CORE_READ(p, se.sum_exec_runtime);
+	if (bpf_core_field_exists(p->sched_info.run_delay))
+		ep->child_runqueue_ns = BPF_CORE_READ(p, sched_info.run_delay);
+}
+
 static __always_inline void close_episode(__u32 pid, struct task_struct *p)
 {
 	struct thptrace_episode *ep = bpf_map_lookup_elem(&episodes, &pid);
@@ -194,6 +204,7 @@ static __always_inline void close_episode(__u32 pid, struct task_struct *p)
 		ep->based = 0;
 	}
 	episode_child_io(ep, p);
+	episode_child_cpu(ep, p);
 	ep->exit_ts_ns = bpf_ktime_get_ns();
 	/* Give back the child's slow-path reference whether or not the parent is still watched: a
 	 * parent unwatched while its child lives would otherwise leave the child's line slow. */

@@ -133,6 +133,9 @@ struct thptrace_episode {
 	__u64 reclaim_ns;
 	__u64 child_wchar;          /* at the child's exit: bytes it passed to write calls */
 	__u64 child_write_bytes;    /* at the child's exit: bytes of page cache it dirtied */
+	__u64 child_cpu_ns;	 /* at the child's exit: its time on a CPU (se.sum_exec_runtime) */
+	__u64 child_runqueue_ns; /* at the child's exit: its time runnable, waiting for a CPU
+				  * (sched_info.run_delay, CONFIG_SCHED_INFO) */
 	struct thptrace_faults faults; /* the parent's, while the child lives */
 };
 

@@ -65,6 +65,18 @@ nlohmann::json main_thread_during(const nlohmann::json& report) {
   return t;
 }
 
+// The child's own clocks, read by the kernel as it exits, against the child's CPU time by its own clock
+// just before it exited: up to a tick short (the kernel adds a running task's time at ticks and
+// switches), a little over (its exit's own work).
+void expect_child_cpu(const nlohmann::json& report, double child_cpu_ms) {
+  const auto& fork = report.at("forks").at(0);
+  ASSERT_TRUE(fork.contains("child_cpu")) << fork.dump(1);
+  const auto& c = fork.at("child_cpu");
+  std::cout << "child_cpu " << c.dump() << " by its own clock " << child_cpu_ms << " ms" << std::endl;
+  EXPECT_NEAR(c.at("on_cpu_ms").get<double>(), child_cpu_ms, 0.05 * child_cpu_ms + 10) << c.dump();
+  EXPECT_GE(c.at("runqueue_ms").get<double>(), 0.0);
+}
+
 void expect_waits_for_the_child(bool force_fallback) {
   double child_cpu_ms = 0;
   const auto report = capture_cpu_share("spin", force_fallback, &child_cpu_ms);
@@ -72,6 +84,7 @@ void expect_waits_for_the_child(bool force_fallback) {
   const auto t = main_thread_during(report);
   ASSERT_TRUE(t.is_object());
   ASSERT_GT(child_cpu_ms, 0);
+  expect_child_cpu(report, child_cpu_ms);
   // Runnable whenever the child ran on their one CPU: the kernel's scheduler clocks advance at ticks
   // and switches, hence the 5%.
   EXPECT_GE(t.at("runqueue_ms").get<double>(), 0.95 * child_cpu_ms) << t.dump() << " child " << child_cpu_ms;
@@ -80,6 +93,11 @@ void expect_waits_for_the_child(bool force_fallback) {
     if (f.at("id") == "cpu_wait_in_fork") finding = &f;
   ASSERT_NE(finding, nullptr) << report.at("findings").dump(1);
   EXPECT_EQ(finding->at("evidence").at("runqueue_ms"), t.at("runqueue_ms"));
+  // Who ran instead: the child, by the kernel's clock at its exit, named by the finding.
+  const auto& child = report.at("forks").at(0).at("child_cpu");
+  EXPECT_EQ(finding->at("evidence").at("child_on_cpu_ms"), child.at("on_cpu_ms"));
+  EXPECT_NE(finding->at("text").get<std::string>().find("the child itself ran"), std::string::npos)
+      << finding->at("text");
 }
 
 }  // namespace
@@ -105,5 +123,6 @@ TEST(MainThread, AsleepWhileItsChildRanIsOffCpu) {
   ASSERT_TRUE(t.is_object());
   EXPECT_LT(t.at("runqueue_ms").get<double>(), 0.05 * t.at("span_ms").get<double>()) << t.dump();
   EXPECT_GE(t.at("off_cpu_ms").get<double>(), 0.9 * kChildMs) << t.dump();
+  expect_child_cpu(report, child_cpu_ms);
   for (const auto& f : report.at("findings")) EXPECT_NE(f.at("id"), "cpu_wait_in_fork") << f.dump(1);
 }

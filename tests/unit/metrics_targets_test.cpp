@@ -27,6 +27,7 @@ void fill(Metrics& m, const std::string& t) {
   e.fork_duration_us = 500;
   e.child_lifetime_ms = 20;
   e.cow_faults = 7;
+  e.child_cpu = thptrace::correlate::ForkEpisode::ChildCpu{15, 2};
   m.on_fork_started(t);
   m.on_episode(t, e, 1.8e9);
   m.on_stall(t, true, 0.001);

@@ -213,6 +213,10 @@ ForkEpisode episode_from_kernel(const thptrace_episode& ep) {
   f.cow_faults = ep.faults.cow;
   f.child_cow_faults = ep.child_cow_faults;
   if (ep.exit_ts_ns) f.child_io = ForkEpisode::ChildIo{ep.child_wchar, ep.child_write_bytes};
+  // Recorded before the kernel read them: no clocks (a child that ran at all ran some ns).
+  if (ep.exit_ts_ns && ep.child_cpu_ns)
+    f.child_cpu = ForkEpisode::ChildCpu{static_cast<double>(ep.child_cpu_ns) / 1e6,
+                                        static_cast<double>(ep.child_runqueue_ns) / 1e6};
   f.huge_cow_faults = ep.faults.huge_cow;
   f.thp_splits = ep.faults.thp_splits;
   f.huge_allocs = ep.huge_allocs;

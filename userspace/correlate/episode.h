@@ -97,6 +97,13 @@ struct ForkEpisode {
   // The process's main thread (Redis's event loop) over the fork's window and the window before;
   // unset without the samples around it.
   std::optional<ThreadTime> main_thread_during, main_thread_before;
+  // The fork child's own scheduler clocks at its exit (the kernel's, read as it exits): its time on a
+  // CPU and its time runnable, waiting for one. On a host with few CPUs the child, serialising the
+  // dataset, competes with the main thread for them. Unset while it lives.
+  struct ChildCpu {
+    double on_cpu_ms = 0, runqueue_ms = 0;
+  };
+  std::optional<ChildCpu> child_cpu;
   // The host's anonymous folio counters by size (proc::kFolioCounters) from the first reading at or
   // after the fork to the first at or after the child's exit (the last reading for a child that
   // outlived the capture): by size in kB, each counter that changed (a gauge's change may be

@@ -189,6 +189,12 @@ inline constexpr auto kMetrics = [] {
        .help = "Time of the watched process's main thread (Redis's event loop) by state (on_cpu: running; "
                "runqueue: runnable, waiting for a CPU) and phase (fork while a fork child of it lived, idle "
                "otherwise), from its scheduler clocks (/proc/PID/task/PID/schedstat) at each reading."},
+      {.name = "thptrace_fork_child_cpu_seconds_total",
+       .type = MetricType::counter,
+       .owner = Owner::target,
+       .help = "Time of the watched process's fork children by state (on_cpu: running; runqueue: runnable, "
+               "waiting for a CPU), from each child's scheduler clocks read by the kernel as it exits: beside "
+               "thptrace_main_thread_seconds_total{phase=\"fork\"}, who had the CPUs while forks lived."},
       {.name = "thptrace_aof_write_seconds",
        .type = MetricType::histogram,
        .owner = Owner::target,

@@ -281,6 +281,13 @@ void Metrics::on_episode(const std::string& t, const correlate::ForkEpisode& e,
   if (e.reason == correlate::Reason::full_sync_disk || e.reason == correlate::Reason::full_sync_diskless ||
       e.reason == correlate::Reason::full_sync_rdb_channel || !e.replicas.empty())
     histogram<"thptrace_fork_replicas">(of(t)).Observe(static_cast<double>(e.replicas.size()));
+  // Made at a target's first child seen to exit with its clocks.
+  if (e.child_cpu) {
+    counter<"thptrace_fork_child_cpu_seconds_total">(of(t, {{"state", "on_cpu"}}))
+        .Increment(e.child_cpu->on_cpu_ms / 1e3);
+    counter<"thptrace_fork_child_cpu_seconds_total">(of(t, {{"state", "runqueue"}}))
+        .Increment(e.child_cpu->runqueue_ms / 1e3);
+  }
   auto& g = gauge<"thptrace_fork_in_progress">(of(t));
   if (g.Value() > 0) g.Decrement();
 }

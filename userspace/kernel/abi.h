@@ -9,9 +9,9 @@
 #include "../../bpf/thptrace.h"
 
 static_assert(sizeof(thptrace_faults) == 8 * 5 + 8 * THPTRACE_LAT_SLOTS, "fault counters layout");
-static_assert(sizeof(thptrace_episode) == 24 + 8 * 13 + sizeof(thptrace_faults), "episode layout");
+static_assert(sizeof(thptrace_episode) == 24 + 8 * 15 + sizeof(thptrace_faults), "episode layout");
 static_assert(offsetof(thptrace_episode, fork_ts_ns) == 24, "episode layout");
-static_assert(offsetof(thptrace_episode, faults) == 24 + 8 * 13, "episode layout");
+static_assert(offsetof(thptrace_episode, faults) == 24 + 8 * 15, "episode layout");
 static_assert(sizeof(thptrace_target) == 4 * THPTRACE_MAX_ACTIVE + 8 * 9 + sizeof(thptrace_faults), "target layout");
 static_assert(offsetof(thptrace_event, episode) == 48, "event layout");
 static_assert(offsetof(thptrace_event, episode) == THPTRACE_EVENT_HEAD_BYTES, "event head");
@@ -69,7 +69,9 @@ inline void add_faults(thptrace_faults& into, const thptrace_faults& from) {
   X(reclaim_stalls, reclaim_stalls) \
   X(reclaim_ns, reclaim_ns) \
   X(child_wchar, child_wchar) \
-  X(child_write_bytes, child_write_bytes)
+  X(child_write_bytes, child_write_bytes) \
+  X(child_cpu_ns, child_cpu_ns) \
+  X(child_runqueue_ns, child_runqueue_ns)
 #define THPTRACE_TARGET_FIELDS(X) \
   X(cow_faults, faults.cow) \
   X(child_cow_faults, child_cow_faults) \

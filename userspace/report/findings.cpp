@@ -456,21 +456,25 @@ void cpu_wait_findings(const Report& r, std::vector<Draft>& f) {
   const double share = d.span_ms > 0 ? d.runqueue_ms / d.span_ms : 0;
   const double share_before = b && b->span_ms > 0 ? b->runqueue_ms / b->span_ms : 0;
   if (d.runqueue_ms < kCpuWaitMs || share < kCpuWaitShare || (b && share < kCpuWaitRise * share_before)) return;
-  f.push_back({Priority::cause,
-               fmt::format("The main thread waited {:.1f} ms for a CPU while the {} fork's child lived (child {}: "
-                           "{:.0f}% of {:.0f} ms, against {} in the window before): it was runnable and another "
-                           "thread ran, the fork's child or other work of the host.",
-                           d.runqueue_ms, correlate::reason_name(worst->reason), worst->child_pid, share * 100,
-                           d.span_ms, b ? fmt::format("{:.0f}%", share_before * 100) : std::string("nothing measured")),
-               "cpu_wait_in_fork",
-               Severity::warning,
-               std::nullopt,
-               {{"child_pid", worst->child_pid},
-                {"runqueue_ms", d.runqueue_ms},
-                {"on_cpu_ms", d.on_cpu_ms},
-                {"span_ms", d.span_ms},
-                {"runqueue_ms_before", b ? ordered_json(b->runqueue_ms) : ordered_json(nullptr)},
-                {"span_ms_before", b ? ordered_json(b->span_ms) : ordered_json(nullptr)}}});
+  // Who ran instead, as far as the kernel's clocks tell: the child's own time on a CPU.
+  const auto& child = worst->child_cpu;
+  const std::string who = child ? fmt::format(" while the child itself ran {:.0f} ms on a CPU over its {:.0f} ms life",
+                                              child->on_cpu_ms, worst->child_lifetime_ms.value_or(d.span_ms))
+                                : std::string(" and another thread ran, the fork's child or other work of the host");
+  ordered_json evidence = {{"child_pid", worst->child_pid},
+                           {"runqueue_ms", d.runqueue_ms},
+                           {"on_cpu_ms", d.on_cpu_ms},
+                           {"span_ms", d.span_ms},
+                           {"runqueue_ms_before", b ? ordered_json(b->runqueue_ms) : ordered_json(nullptr)},
+                           {"span_ms_before", b ? ordered_json(b->span_ms) : ordered_json(nullptr)}};
+  if (child) evidence["child_on_cpu_ms"] = child->on_cpu_ms;
+  f.push_back(
+      {Priority::cause,
+       fmt::format("The main thread waited {:.1f} ms for a CPU while the {} fork's child lived (child {}: "
+                   "{:.0f}% of {:.0f} ms, against {} in the window before): it was runnable{}.",
+                   d.runqueue_ms, correlate::reason_name(worst->reason), worst->child_pid, share * 100, d.span_ms,
+                   b ? fmt::format("{:.0f}%", share_before * 100) : std::string("nothing measured"), who),
+       "cpu_wait_in_fork", Severity::warning, std::nullopt, std::move(evidence)});
 }
 
 // Redis's server-side latency in the fork windows against the windows before.

@@ -291,6 +291,14 @@ const std::vector<ForkField>& fork_fields() {
          e.main_thread_before = thread_time_from(v.at("before"));
        },
        nullptr, true},
+      {"child_cpu",
+       [](const E& e, const ForkContext&) {
+         return ordered_json{{"on_cpu_ms", e.child_cpu->on_cpu_ms}, {"runqueue_ms", e.child_cpu->runqueue_ms}};
+       },
+       [](const json& v, const ForkContext&, E& e) {
+         e.child_cpu = E::ChildCpu{v.at("on_cpu_ms").get<double>(), v.at("runqueue_ms").get<double>()};
+       },
+       [](const E& e, const ForkContext&) { return e.child_cpu.has_value(); }, true},
       {"folios", [](const E& e, const ForkContext&) { return by_size_json(*e.folios); },
        [](const json& v, const ForkContext&, E& e) { e.folios = by_size_from<int64_t>(v); },
        [](const E& e, const ForkContext&) { return e.folios.has_value(); }, true},

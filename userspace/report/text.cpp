@@ -246,6 +246,9 @@ void fork_lines(const Report& r, const Line& line) {
       if (r.client_probe && e.client_latency_during)
         line(client_latency_line(*e.client_latency_during, e.client_latency_before, r.client_probe->client_timeout_us));
       if (e.main_thread_during) line(main_thread_line(*e.main_thread_during, e.main_thread_before));
+      if (e.child_cpu)
+        line(fmt::format("           its child: on a CPU {:.1f} ms, waiting for a CPU {:.1f} ms",
+                         e.child_cpu->on_cpu_ms, e.child_cpu->runqueue_ms));
       if (e.fsync_during &&
           (e.fsync_during->count() || e.fsync_during->aof_write || (e.fsync_before && e.fsync_before->count())))
         line(fsync_line(*e.fsync_during, e.fsync_before));
