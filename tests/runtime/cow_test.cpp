@@ -332,6 +332,54 @@ void expect_64k_folios(bool force_fallback) {
   std::cout << "the fork's window, folio counters: " << forks[0]["folios"].dump() << "\n";
 }
 
+// 64 KiB folios `always` beside PMD THP on madvised memory (top-level `madvise`, the PMD size
+// inheriting it), the workload's region MADV_HUGEPAGE: the region gets 2 MiB pages, the rest of the
+// process (its stack, libc's heap) may get 64 KiB folios. A write after fork to a huge page splits
+// its PMD and copies 4 KiB: the copies are the known answer as with PMD THP alone, and the report
+// names both sizes.
+void expect_64k_beside_pmd(bool force_fallback) {
+  const std::string dir = std::string(thptrace::proc::kThpDir) + "/hugepages-64kB";
+  const std::string pmd = std::string(thptrace::proc::kThpDir) + "/hugepages-2048kB";
+  if (!std::filesystem::exists(dir + "/enabled") || !std::filesystem::exists(pmd + "/enabled"))
+    GTEST_SKIP() << "this kernel has no 64 KiB anonymous folios (6.8+)";
+  std::vector<std::unique_ptr<ThpModeGuard>> guards;
+  guards.push_back(std::make_unique<ThpModeGuard>("madvise"));
+  for (const auto& [kb, mode] : thptrace::proc::read_folio_modes())
+    if (kb != 64 && kb != 2048 && mode != "never")
+      guards.push_back(std::make_unique<ThpModeGuard>(
+          "never", std::string(thptrace::proc::kThpDir) + "/hugepages-" + std::to_string(kb) + "kB/enabled"));
+  guards.push_back(std::make_unique<ThpModeGuard>("inherit", pmd + "/enabled"));
+  guards.push_back(std::make_unique<ThpModeGuard>("always", dir + "/enabled"));
+  const auto c = capture_workload(true, force_fallback);
+  expect_known_answer(c, true, force_fallback);
+  EXPECT_EQ(c.report["system"]["folio_modes"]["64"], "always") << c.report["system"].dump();
+  EXPECT_EQ(c.report["system"]["folio_modes"]["2048"], "inherit") << c.report["system"].dump();
+  EXPECT_GT(c.report["target"]["anon_huge_pages_kb"]["start"].get<uint64_t>(), 0u) << c.report["target"].dump();
+  // What backs the heap, in sizes: the 2 MiB pages AnonHugePages counts, and the 64 KiB folios it
+  // does not.
+  bool sizes = false;
+  for (const auto& f : c.report["findings"]) {
+    EXPECT_NE(f["id"], "thp_madvise_unused") << f.dump();
+    EXPECT_NE(f["id"], "thp_never") << f.dump();
+    if (f["id"] == "thp_backed") {
+      sizes = f["text"].get<std::string>().find("Folios of 64 KiB (always)") != std::string::npos;
+      EXPECT_EQ(f["evidence"]["small_folios"], "64 KiB (always)") << f.dump();
+    }
+  }
+  EXPECT_TRUE(sizes) << c.report["findings"].dump(1);
+  std::cout << "64 KiB beside PMD THP: " << c.report["findings"].dump(1) << "\n";
+}
+
+TEST(Cow, KnownPagesIn64KiBFoliosBesidePmdThp) {
+  REQUIRE_BPF();
+  expect_64k_beside_pmd(false);
+}
+
+TEST(Cow, KnownPagesIn64KiBFoliosBesidePmdThpForcedFallback) {
+  REQUIRE_BPF();
+  expect_64k_beside_pmd(true);
+}
+
 TEST(Cow, KnownPagesIn64KiBFolios) {
   REQUIRE_BPF();
   expect_64k_folios(false);

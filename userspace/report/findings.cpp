@@ -239,15 +239,21 @@ void thp_findings(const Report& r, std::vector<Draft>& f) {
                  std::nullopt,
                  {{"thp_enabled", "never"}}});
   } else if (r.anon_huge_pages_kb_max > 0) {
+    // PMD-sized pages, and where smaller sizes are on (Linux 6.8+), those too, which AnonHugePages
+    // does not count: what backs the heap, in sizes.
+    const std::string small = r.system.small_folios_enabled();
+    ordered_json evidence = {{"anon_huge_pages_kb_max", r.anon_huge_pages_kb_max}};
+    if (!small.empty()) evidence["small_folios"] = small;
     f.push_back({Priority::cause,
                  fmt::format("Transparent huge pages back up to {} of this process's memory (AnonHugePages): "
                              "page tables are smaller so fork is faster, but every first write after fork "
-                             "faults on a huge mapping.",
-                             mib_text(static_cast<double>(r.anon_huge_pages_kb_max) * 1024)),
-                 "thp_backed",
-                 Severity::info,
-                 std::nullopt,
-                 {{"anon_huge_pages_kb_max", r.anon_huge_pages_kb_max}}});
+                             "faults on a huge mapping.{}",
+                             mib_text(static_cast<double>(r.anon_huge_pages_kb_max) * 1024),
+                             small.empty() ? std::string()
+                                           : fmt::format(" Folios of {} can back the rest of it, which "
+                                                         "AnonHugePages does not count.",
+                                                         small)),
+                 "thp_backed", Severity::info, std::nullopt, std::move(evidence)});
   } else if (r.system.thp_enabled == "madvise") {
     f.push_back({Priority::quiet,
                  "THP is `madvise` and this process has no huge pages (AnonHugePages 0 kB): copy-on-write "
