@@ -43,10 +43,17 @@ inline void add_faults(thptrace_faults& into, const thptrace_faults& from) {
 
 // The fields of each record, one list per struct, for code that walks them by name (the recorded
 // inputs, report/inputs.cpp): X(name, member), the name the recordings use and where the value
-// lives. Every field is listed or named below as left out, and the sizes check it: a field added to
-// bpf/thptrace.h and not here fails the build. One field a line; clang-format reflows macro bodies
-// differently on each pass, so it leaves these alone.
+// lives; the fault counters (struct thptrace_faults) in one list both records share. Every field is
+// listed or named below as left out, and the sizes check it: a field added to bpf/thptrace.h and not
+// here fails the build. One field a line; clang-format reflows macro bodies differently on each pass,
+// so it leaves these alone.
 // clang-format off
+#define THPTRACE_FAULT_FIELDS(X) \
+  X(cow_faults, faults.cow) \
+  X(huge_cow_faults, faults.huge_cow) \
+  X(thp_splits, faults.thp_splits) \
+  X(fault_ns_total, faults.ns_total) \
+  X(fault_ns_count, faults.ns_count)
 #define THPTRACE_EPISODE_FIELDS(X) \
   X(parent_tgid, parent_tgid) \
   X(child_pid, child_pid) \
@@ -57,13 +64,9 @@ inline void add_faults(thptrace_faults& into, const thptrace_faults& from) {
   X(clone_start_ns, clone_start_ns) \
   X(clone_end_ns, clone_end_ns) \
   X(libc_fork_ns, libc_fork_ns) \
-  X(cow_faults, faults.cow) \
+  THPTRACE_FAULT_FIELDS(X) \
   X(child_cow_faults, child_cow_faults) \
-  X(huge_cow_faults, faults.huge_cow) \
-  X(thp_splits, faults.thp_splits) \
   X(huge_allocs, huge_allocs) \
-  X(fault_ns_total, faults.ns_total) \
-  X(fault_ns_count, faults.ns_count) \
   X(compaction_stalls, compaction_stalls) \
   X(compaction_ns, compaction_ns) \
   X(reclaim_stalls, reclaim_stalls) \
@@ -73,10 +76,8 @@ inline void add_faults(thptrace_faults& into, const thptrace_faults& from) {
   X(child_cpu_ns, child_cpu_ns) \
   X(child_runqueue_ns, child_runqueue_ns)
 #define THPTRACE_TARGET_FIELDS(X) \
-  X(cow_faults, faults.cow) \
+  THPTRACE_FAULT_FIELDS(X) \
   X(child_cow_faults, child_cow_faults) \
-  X(huge_cow_faults, faults.huge_cow) \
-  X(thp_splits, faults.thp_splits) \
   X(huge_allocs, huge_allocs) \
   X(khugepaged_scans, khugepaged_scans) \
   X(thp_collapses, thp_collapses) \
@@ -84,8 +85,6 @@ inline void add_faults(thptrace_faults& into, const thptrace_faults& from) {
   X(compaction_ns, compaction_ns) \
   X(reclaim_stalls, reclaim_stalls) \
   X(reclaim_ns, reclaim_ns) \
-  X(fault_ns_total, faults.ns_total) \
-  X(fault_ns_count, faults.ns_count) \
   X(untracked_forks, untracked_forks)
 #define THPTRACE_EVENT_FIELDS(X) \
   X(type, type) \
