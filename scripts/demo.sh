@@ -10,9 +10,13 @@ keys=${THPTRACE_DEMO_KEYS:-500000}
 port=${THPTRACE_DEMO_PORT:-16379}
 replica_port=$((port + 1))
 
-# Only what the demo runs: the build group and redis-server; the thptrace binary, no test suites.
+# Only what the demo runs: the build group and redis-server; the thptrace binary, no test suites. A
+# build directory already configured with the tests (scripts/test.sh's, a developer's) keeps them:
+# configured without, its next build would leave the test binaries stale.
 bash "$root/scripts/install-deps.sh" build run
-THPTRACE_BUILD_TARGETS=thptrace bash "$root/scripts/build.sh" -DTHPTRACE_BUILD_TESTS=OFF
+tests=OFF
+if grep -qs '^THPTRACE_BUILD_TESTS:BOOL=ON$' "$build/CMakeCache.txt"; then tests=ON; fi
+THPTRACE_BUILD_TARGETS=thptrace bash "$root/scripts/build.sh" -DTHPTRACE_BUILD_TESTS=$tests
 
 work=$(mktemp -d /tmp/thptrace-demo.XXXXXX)
 pids=()
