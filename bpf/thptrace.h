@@ -99,12 +99,11 @@ enum thptrace_stall_kind {
  * boundary: faults_add and faults_add_scaled (bpf/common.bpf.h), thptrace::add_faults
  * (userspace/kernel/abi.h). */
 struct thptrace_faults {
-	__u64 cow;	/* write faults on present pages (a huge one that splits counts once, at pte
-			   level) */
-	__u64 huge_cow; /* fentry: do_huge_pmd_wp_page */
+	__u64 cow;        /* write faults on present pages (a split huge one: once, at pte level) */
+	__u64 huge_cow;   /* fentry: do_huge_pmd_wp_page */
 	__u64 thp_splits; /* fentry: huge COW faults that split the PMD (VM_FAULT_FALLBACK) */
-	__u64 ns_total;	  /* fentry: time in the wp handlers */
-	__u64 ns_count;	  /* fentry: faults timed */
+	__u64 ns_total;   /* fentry: time in the wp handlers */
+	__u64 ns_count;   /* fentry: faults timed */
 	__u64 lat[THPTRACE_LAT_SLOTS];
 };
 
@@ -117,25 +116,25 @@ struct thptrace_episode {
 	__u32 redis_ctx;            /* enum thptrace_redis_ctx bits seen at fork time */
 	__u32 tracked;              /* 1 when the fork took an active slot (and a slow-path reference on
 				     * the child's hot line), which closing the episode gives back */
-	__u32 based; /* 1 while faults holds minus the parent's per-CPU sums at fork (the
-		      * parent owns its hot line): the episode's own count is that plus
-		      * the sums now; closing the episode adds them */
+	__u32 based;                /* 1 while faults holds minus the parent's per-CPU sums at fork (the
+				     * parent owns its hot line): the episode's own count is that plus
+				     * the sums now; closing the episode adds them */
 	__u64 fork_ts_ns;           /* sched_process_fork, CLOCK_MONOTONIC */
 	__u64 exit_ts_ns;           /* child exit; 0 while alive */
 	__u64 clone_start_ns;       /* clone syscall entry in the parent; 0 when not seen */
 	__u64 clone_end_ns;         /* clone syscall return in the parent; 0 when not seen */
 	__u64 libc_fork_ns;         /* libc fork() call to return in the parent (uprobe); 0 when not seen */
-	__u64 child_cow_faults;	    /* write faults on present pages taken by the child */
-	__u64 huge_allocs;	    /* order-9 page allocations by the parent */
+	__u64 child_cow_faults;     /* write faults on present pages taken by the child */
+	__u64 huge_allocs;          /* order-9 page allocations by the parent */
 	__u64 compaction_stalls;
 	__u64 compaction_ns;
 	__u64 reclaim_stalls;
 	__u64 reclaim_ns;
 	__u64 child_wchar;          /* at the child's exit: bytes it passed to write calls */
 	__u64 child_write_bytes;    /* at the child's exit: bytes of page cache it dirtied */
-	__u64 child_cpu_ns;	 /* at the child's exit: its time on a CPU (se.sum_exec_runtime) */
-	__u64 child_runqueue_ns; /* at the child's exit: its time runnable, waiting for a CPU
-				  * (sched_info.run_delay, CONFIG_SCHED_INFO) */
+	__u64 child_cpu_ns;         /* at the child's exit: its time on a CPU (se.sum_exec_runtime) */
+	__u64 child_runqueue_ns;    /* at the child's exit: its time runnable, waiting for a CPU
+				     * (sched_info.run_delay, CONFIG_SCHED_INFO) */
 	struct thptrace_faults faults; /* the parent's, while the child lives */
 };
 
@@ -151,8 +150,8 @@ struct thptrace_target {
 	__u64 reclaim_stalls;
 	__u64 reclaim_ns;
 	__u64 untracked_forks;     /* forks seen while every active slot, or the episodes map, was full */
-	struct thptrace_faults
-	    faults; /* the target's own (a line owner's live on its CPUs: pcpu map) */
+	/* The target's own; a line owner's are counted on its CPUs (pcpu map) and added on reading. */
+	struct thptrace_faults faults;
 };
 
 /* One cache line per watched tgid, read (not written) by every write fault of the machine in the
@@ -174,8 +173,7 @@ struct thptrace_hot {
 /* A line owner's fault counters on one CPU (pcpu map: one region of `slots` entries per CPU). Only
  * that CPU adds to them; userspace and the fork programs sum the regions. */
 struct thptrace_pcpu {
-	__u64 sample_at; /* faults.cow at which the next copy on this CPU is sampled (0: none drawn)
-			  */
+	__u64 sample_at; /* faults.cow at which this CPU's next copy is sampled (0: none drawn) */
 	struct thptrace_faults faults;
 	__u64 pad[2]; /* to whole cache lines */
 };

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <set>
 
 #include "harness.h"
 #include "proc/proc.h"
@@ -278,6 +279,17 @@ void expect_burst_counted(bool force_fallback) {
   EXPECT_EQ(leftover_thptrace_programs(), std::vector<std::string>{});
 }
 
+// Every anonymous folio size but `keep` set to `never` for the scope (each restored after), so that
+// only the sizes a test turns on can back its workload.
+std::vector<std::unique_ptr<ThpModeGuard>> folio_sizes_never_but(const std::set<uint32_t>& keep) {
+  std::vector<std::unique_ptr<ThpModeGuard>> guards;
+  for (const auto& [kb, mode] : thptrace::proc::read_folio_modes())
+    if (!keep.contains(kb) && mode != "never")
+      guards.push_back(std::make_unique<ThpModeGuard>(
+          "never", std::string(thptrace::proc::kThpDir) + "/hugepages-" + std::to_string(kb) + "kB/enabled"));
+  return guards;
+}
+
 // Multi-size THP (Linux 6.8+): 64 KiB folios `always` and every other size `never` (the PMD's too:
 // under THP `always`, Debian's default, the region would get 2 MiB pages first), a region with no
 // advice. The kernel's own per-size counter says the region was in 64 KiB folios; a write after fork
@@ -288,11 +300,7 @@ void expect_64k_folios(bool force_fallback) {
   if (!std::filesystem::exists(dir + "/enabled")) GTEST_SKIP() << "this kernel has no 64 KiB anonymous folios (6.8+)";
   const std::string stat = dir + "/stats/anon_fault_alloc";
   const auto faults = [&] { return std::stoull(thptrace::proc::read_file(stat).value_or("0")); };
-  std::vector<std::unique_ptr<ThpModeGuard>> others;
-  for (const auto& [kb, mode] : thptrace::proc::read_folio_modes())
-    if (kb != 64 && mode != "never")
-      others.push_back(std::make_unique<ThpModeGuard>(
-          "never", std::string(thptrace::proc::kThpDir) + "/hugepages-" + std::to_string(kb) + "kB/enabled"));
+  const auto others = folio_sizes_never_but({64});
   ThpModeGuard folios("always", dir + "/enabled");
   const uint64_t before = faults();
   const auto c = capture_workload(false, force_fallback, false, 1, false);
@@ -342,12 +350,8 @@ void expect_64k_beside_pmd(bool force_fallback) {
   const std::string pmd = std::string(thptrace::proc::kThpDir) + "/hugepages-2048kB";
   if (!std::filesystem::exists(dir + "/enabled") || !std::filesystem::exists(pmd + "/enabled"))
     GTEST_SKIP() << "this kernel has no 64 KiB anonymous folios (6.8+)";
-  std::vector<std::unique_ptr<ThpModeGuard>> guards;
+  auto guards = folio_sizes_never_but({64, 2048});
   guards.push_back(std::make_unique<ThpModeGuard>("madvise"));
-  for (const auto& [kb, mode] : thptrace::proc::read_folio_modes())
-    if (kb != 64 && kb != 2048 && mode != "never")
-      guards.push_back(std::make_unique<ThpModeGuard>(
-          "never", std::string(thptrace::proc::kThpDir) + "/hugepages-" + std::to_string(kb) + "kB/enabled"));
   guards.push_back(std::make_unique<ThpModeGuard>("inherit", pmd + "/enabled"));
   guards.push_back(std::make_unique<ThpModeGuard>("always", dir + "/enabled"));
   const auto c = capture_workload(true, force_fallback);

@@ -239,9 +239,8 @@ void thp_findings(const Report& r, std::vector<Draft>& f) {
                  std::nullopt,
                  {{"thp_enabled", "never"}}});
   } else if (r.anon_huge_pages_kb_max > 0) {
-    // PMD-sized pages, and where smaller sizes are on (Linux 6.8+), those too, which AnonHugePages
-    // does not count: what backs the heap, in sizes.
-    const std::string small = r.system.small_folios_enabled();
+    // PMD-sized pages, and where smaller sizes are on (Linux 6.8+: `small`, from the branch above),
+    // those too, which AnonHugePages does not count: what backs the heap, in sizes.
     ordered_json evidence = {{"anon_huge_pages_kb_max", r.anon_huge_pages_kb_max}};
     if (!small.empty()) evidence["small_folios"] = small;
     f.push_back({Priority::cause,
