@@ -358,6 +358,32 @@ TEST(GoldenCaptureFolios, EachForkHasTheChangeOverItsWindow) {
             in.folio_readings.size());
 }
 
+// The target's memory by folio size, added to a recorded capture: in the report's target section and
+// its text, and carried by the recording; a walk that was not made carries its reason.
+TEST(GoldenCaptureFolios, TheTargetsWalksAreInTheReportAndTheRecording) {
+  auto in = read_inputs("capture_uprobe.inputs.json");
+  in.folios_start =
+      proc::FolioShares{.kb = {{4, 120000}, {2048, 8192}}, .pages = 32048, .every = 1, .walk_ns = 21'000'000};
+  in.folios_end = proc::FolioShares{.kb = {{4, 190000}}, .pages = 47500, .every = 1, .walk_ns = 33'000'000};
+  const auto back = report::inputs_from_json(json::parse(report::inputs_to_json(in).dump()));
+  ASSERT_TRUE(back.folios_start && back.folios_end);
+  EXPECT_EQ(back.folios_start->kb, in.folios_start->kb);
+  EXPECT_EQ(back.folios_start->walk_ns, in.folios_start->walk_ns);
+  EXPECT_EQ(back.folios_end->pages, in.folios_end->pages);
+  const auto r = report::assemble(back);
+  const auto j = report::to_json(r);
+  EXPECT_EQ(j["target"]["anon_folios"]["start"]["kb"]["2048"], 8192);
+  EXPECT_EQ(j["target"]["anon_folios"]["end"]["walk_us"], 33000);
+  EXPECT_NE(
+      report::to_text(r).find("anonymous memory by folio size, start: 2 MiB: 8.0 MiB (6%), 4 KiB: 117.2 MiB (94%)"),
+      std::string::npos)
+      << report::to_text(r);
+  in.folios_start.reset();
+  in.folios_end.reset();
+  in.folio_walk_why = "cannot open /proc/kpageflags: Permission denied";
+  EXPECT_EQ(report::inputs_from_json(json::parse(report::inputs_to_json(in).dump())).folio_walk_why, in.folio_walk_why);
+}
+
 INSTANTIATE_TEST_SUITE_P(Recorded, GoldenCapture, ::testing::Values("capture_uprobe", "capture_fallback"));
 
 // The sum of a histogram's _count series whose labels include every pair of `labels`.

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "proc/cpu.h"
+#include "proc/folios.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
 
@@ -184,4 +185,23 @@ TEST(ProcThp, FolioModesReadByteSize) {
   std::filesystem::remove_all(dir);
   EXPECT_EQ(m, (std::map<uint32_t, std::string>{{64, "madvise"}, {2048, "inherit"}}));
   EXPECT_TRUE(read_folio_modes("/nonexistent-thptrace").empty());
+}
+
+// A large folio's size from its frames' flags: its head's and its tails', in an aligned block.
+TEST(FolioAt, SizesFromHeadAndTails) {
+  const uint64_t h = kKpfAnon | kKpfCompoundHead, t = kKpfAnon | kKpfCompoundTail, p = kKpfAnon;
+  // 4 pages of their own, a 4-page folio, an 8-page folio cut short by the block's end.
+  std::vector<uint64_t> block = {p, p, p, p, h, t, t, t, h, t, t, t, t, t, t, t};
+  EXPECT_EQ(folio_at(block, 2).pages, 1u);
+  EXPECT_EQ(folio_at(block, 2).head, 2u);
+  EXPECT_EQ(folio_at(block, 4).pages, 4u);
+  EXPECT_EQ(folio_at(block, 7).pages, 4u);
+  EXPECT_EQ(folio_at(block, 7).head, 4u);
+  EXPECT_EQ(folio_at(block, 15).pages, 8u);
+  EXPECT_EQ(folio_at(block, 15).head, 8u);
+  // A tail whose head is before the block, or a tail after a page of its own: not known.
+  const std::vector<uint64_t> headless = {t, t, p, t};
+  EXPECT_EQ(folio_at(headless, 1).pages, 0u);
+  EXPECT_EQ(folio_at(headless, 3).pages, 0u);
+  EXPECT_EQ(folio_at(headless, 9).pages, 0u);
 }

@@ -291,3 +291,58 @@ TEST(Findings, SmallFoliosAreNotNoHugePages) {
   EXPECT_TRUE(never) << j["findings"].dump();
   EXPECT_EQ(r.system.folio_mode(2048), "never");
 }
+
+// The target's memory by folio size (a pagemap walk): written and read back as is, shown in the text
+// at the start and the end, and the THP finding says what held the heap, in sizes, from the walk
+// rather than from AnonHugePages (which counts PMD-mapped pages only).
+TEST(Findings, FolioWalkSaysWhatBacksTheHeap) {
+  auto r = sample_report();
+  r.thp_enabled_for_process.reset();
+  r.system.thp_enabled = "madvise";
+  r.system.folio_modes = {{64, "always"}, {2048, "inherit"}};
+  r.anon_huge_pages_kb_max = 0;
+  r.anon_folios_start = proc::FolioShares{.kb = {{4, 16384}, {64, 49152}}, .pages = 16400, .every = 1, .walk_ns = 7000};
+  r.anon_folios_end = proc::FolioShares{.kb = {{4, 65536}}, .pages = 16400, .every = 1, .walk_ns = 6000};
+  const auto j = report::to_json(r);
+  EXPECT_EQ(j["target"]["anon_folios"]["start"]["kb"]["64"], 49152);
+  EXPECT_EQ(j["target"]["anon_folios"]["start"]["walk_us"], 7);
+  EXPECT_EQ(report::to_json(report::from_json(j)), j);
+  const nlohmann::ordered_json* backed = nullptr;
+  for (const auto& f : j["findings"]) {
+    EXPECT_NE(f["id"], "thp_small_folios") << f.dump();
+    EXPECT_NE(f["id"], "thp_madvise_unused") << f.dump();
+    if (f["id"] == "thp_backed") backed = &f;
+  }
+  ASSERT_NE(backed, nullptr) << j["findings"].dump(1);
+  EXPECT_EQ((*backed)["evidence"]["large_folio_kb"], 49152);
+  EXPECT_EQ((*backed)["evidence"]["walk"], "start");
+  const std::string text = (*backed)["text"];
+  EXPECT_NE(text.find("held 48.0 MiB of this process's 64.0 MiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("64 KiB: 48.0 MiB (75%), 4 KiB: 16.0 MiB (25%)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("PMD-sized pages make"), std::string::npos) << text;
+  const std::string out = report::to_text(r);
+  EXPECT_NE(out.find("anonymous memory by folio size, start: 64 KiB: 48.0 MiB (75%), 4 KiB: 16.0 MiB (25%)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("anonymous memory by folio size, end: 4 KiB: 64.0 MiB (100%)"), std::string::npos) << out;
+
+  // A walk with no large folio leaves the finding to the modes, and says so.
+  r.anon_folios_start = r.anon_folios_end;
+  bool none = false;
+  const auto quiet = report::to_json(r);
+  for (const auto& f : quiet["findings"])
+    none =
+        none || (f["id"] == "thp_small_folios" &&
+                 f["text"].get<std::string>().find("None of its memory was in one at the start") != std::string::npos);
+  EXPECT_TRUE(none) << quiet["findings"].dump(1);
+
+  // Not walked: why, in the text; nulls in the JSON.
+  r.anon_folios_start.reset();
+  r.anon_folios_end.reset();
+  r.anon_folios_why = "cannot open /proc/kpageflags: Permission denied";
+  EXPECT_NE(report::to_text(r).find("anonymous memory by folio size: not read (cannot open /proc/kpageflags"),
+            std::string::npos);
+  const auto k = report::to_json(r);
+  EXPECT_TRUE(k["target"]["anon_folios"]["start"].is_null());
+  EXPECT_EQ(report::to_json(report::from_json(k)), k);
+}

@@ -246,6 +246,7 @@ void CaptureSession::attach(const CaptureOptions& o, const CaptureTarget& target
   // could be given a huge page. Decided here, while the capabilities to attach are still held.
   inputs_.system = proc::read_system_info();
   inputs_.system.folio_modes = proc::read_folio_modes();
+  walk_folios_at_start(target.pid);
   const auto thp = proc::huge_page_eligibility(target.pid, inputs_.system.thp_enabled);
   tracer::FamilyChoice huge_alloc{tracer::Mode::unavailable, thp.why};
   if (std::string why; thp.eligible && !tracer_->attach_huge_alloc_counting(&why)) {
@@ -378,11 +379,28 @@ report::CaptureInputs CaptureSession::run() {
   inputs_.dropped = tracer_->dropped();
   series.finish();
   folios.finish();
-  take_final_figures();
+  take_final_figures(target_exited);
   return std::move(inputs_);
 }
 
-void CaptureSession::take_final_figures() {
+// Opened and walked once before the capabilities are dropped (pagemap shows frames to a reader that
+// held CAP_SYS_ADMIN at its open, kpageflags is root's), walked again at the end through the same files.
+void CaptureSession::walk_folios_at_start(pid_t pid) {
+  std::string why;
+  folio_walker_ = proc::FolioWalker::open(pid, &why);
+  if (folio_walker_) inputs_.folios_start = folio_walker_->walk(&why);
+  if (!inputs_.folios_start) {
+    inputs_.folio_walk_why = text::printable(why);
+    log::debug("the target's memory by folio size is not read: {}", why);
+  }
+}
+
+void CaptureSession::take_final_figures(bool target_exited) {
+  if (folio_walker_ && !target_exited) {
+    std::string why;
+    inputs_.folios_end = folio_walker_->walk(&why);
+    if (!inputs_.folios_end) log::debug("the target's memory by folio size at the end is not read: {}", why);
+  }
   inputs_.cgroup_end = proc::read_memory_cgroup(inputs_.pid);
   if (latency_probe_) {
     inputs_.probe_missed = latency_probe_->missed();

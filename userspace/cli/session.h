@@ -10,6 +10,7 @@
 
 #include "cli/capture.h"
 #include "cli/redis_setup.h"
+#include "proc/folios.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
 #include "redis/client.h"
@@ -56,8 +57,11 @@ class CaptureSession {
   // How long the next poll may wait.
   int poll_ms(bool busy, uint64_t deadline_ns) const;
   void resolve_samples();
-  // The cgroup's, the probe's and the watcher's final figures, once everything has stopped.
-  void take_final_figures();
+  // The target's memory by folio size at the start (inputs_.folios_start, or folio_walk_why).
+  void walk_folios_at_start(pid_t pid);
+  // The target's folios (while it lives), the cgroup's, the probe's and the watcher's final figures,
+  // once everything has stopped.
+  void take_final_figures(bool target_exited);
 
   std::optional<double> duration_s_;
   bool read_counters_ = false;    // for --svg: report::CaptureInputs::counters
@@ -69,6 +73,9 @@ class CaptureSession {
   std::unique_ptr<redis::Watcher> watcher_;
   std::unique_ptr<redis::LatencyProbe> latency_probe_;  // with --redis and --latency-probe
   std::unique_ptr<symbolize::Resolver> resolver_;  // while copies are sampled
+  // The target's memory by folio size, walked at the start and at the end: opened while the
+  // capabilities that show page frames are held.
+  std::optional<proc::FolioWalker> folio_walker_;
 };
 
 }  // namespace thptrace::cli

@@ -15,20 +15,12 @@
 
 #include "proc/foreign_file.h"
 #include "proc/maps.h"
+#include "proc/pagemap.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
 
 namespace thptrace::proc {
 namespace {
-
-// pagemap entry bits (Documentation/admin-guide/mm/pagemap.rst).
-constexpr uint64_t kSoftDirty = 1ull << 55;
-constexpr uint64_t kSwapped = 1ull << 62;
-constexpr uint64_t kPresent = 1ull << 63;
-// Entries read per pread: 512 KiB of pagemap for 256 MiB of address space.
-constexpr size_t kChunkEntries = 64 * 1024;
-// /proc/PID/maps of a large process: bounded like every file thptrace reads.
-constexpr size_t kMaxMaps = 16 << 20;
 
 bool write_clear_refs(const std::string& path, std::string* why) {
   FileFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
@@ -54,64 +46,18 @@ std::optional<uint64_t> pagemap_entry(int fd, uint64_t address) {
 // marked as a whole (VM_SOFTDIRTY), not written page by page in a quarter of a second.
 constexpr uint64_t kWholeMappingPages = 256;
 
-constexpr uint64_t kFrame = (1ull << 55) - 1;  // bits 0-54: the page frame number of a present page
-
-// Reads pid's pagemap over the parts of [start, end) still mapped in `maps`, chunk by chunk, into
-// visit(address of the first entry, entries).
-template <typename Visit>
-void read_pagemap(int fd, const std::vector<Mapping>& maps, uint64_t start, uint64_t end, Visit&& visit) {
-  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  std::vector<uint64_t> buf(kChunkEntries);
-  for (const auto& m : maps) {
-    const uint64_t from = std::max(m.start, start), to = std::min(m.end, end);
-    for (uint64_t at = from; at < to;) {
-      const uint64_t n = std::min<uint64_t>((to - at) / page, kChunkEntries);
-      if (n == 0) break;
-      const auto got = ::pread(fd, buf.data(), n * sizeof(uint64_t), static_cast<off_t>(at / page * 8));
-      if (got <= 0) break;  // the mapping went away meanwhile
-      const auto entries = static_cast<size_t>(got) / sizeof(uint64_t);
-      visit(at, std::span<const uint64_t>(buf.data(), entries));
-      at += entries * page;
-    }
-  }
-}
-
-std::optional<FileFd> open_pagemap(pid_t pid, std::string* why) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/pagemap";
-  FileFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    *why = "cannot open " + path + ": " + std::strerror(errno);
-    return std::nullopt;
-  }
-  return fd;
-}
-
-// The private writable mappings of pid: what a fork copies on write.
-std::optional<std::vector<Mapping>> writable_private(pid_t pid, std::string* why) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/maps";
-  const auto maps = read_file(path, kMaxMaps);
-  if (!maps) {
-    *why = "cannot read " + path;
-    return std::nullopt;
-  }
-  std::vector<Mapping> out;
-  for (auto& m : parse_maps(*maps))
-    if (m.perms.size() >= 4 && m.perms[1] == 'w' && m.perms[3] == 'p' && m.end > m.start) out.push_back(std::move(m));
-  return out;
-}
-
 }  // namespace
 
 uint64_t count_soft_dirty(std::span<const uint64_t> entries) {
   uint64_t n = 0;
   for (const uint64_t e : entries)
-    if ((e & kSoftDirty) && (e & (kPresent | kSwapped))) ++n;
+    if ((e & kPagemapSoftDirty) && (e & (kPagemapPresent | kPagemapSwapped))) ++n;
   return n;
 }
 
 uint32_t page_at_clear(uint64_t e) {
-  if (e & kPresent) return static_cast<uint32_t>((e & kFrame) % 0xfffffffeull) + 2;
-  return (e & kSwapped) ? 1 : 0;
+  if (e & kPagemapPresent) return static_cast<uint32_t>((e & kPagemapFrame) % 0xfffffffeull) + 2;
+  return (e & kPagemapSwapped) ? 1 : 0;
 }
 
 namespace {
@@ -119,15 +65,15 @@ namespace {
 // Whether a page backed at the clear is still the same page: backed now, in the same frame (swapped
 // at one of the two reads: its frame is not known, the page was kept all along).
 bool kept_since_clear(uint32_t at_clear, uint64_t now) {
-  if (at_clear == 0 || !(now & (kPresent | kSwapped))) return false;
-  if (at_clear == 1 || !(now & kPresent)) return true;
+  if (at_clear == 0 || !(now & (kPagemapPresent | kPagemapSwapped))) return false;
+  if (at_clear == 1 || !(now & kPagemapPresent)) return true;
   return page_at_clear(now) == at_clear;
 }
 
 }  // namespace
 
 bool copied_since_clear(uint32_t at_clear, uint64_t now) {
-  return (now & kSoftDirty) && kept_since_clear(at_clear, now);
+  return (now & kPagemapSoftDirty) && kept_since_clear(at_clear, now);
 }
 
 bool soft_dirty_supported(std::string* why) {
@@ -150,9 +96,9 @@ bool soft_dirty_supported(std::string* why) {
     const auto written = pagemap_entry(pagemap.get(), address);
     if (!cleared || !written)
       *why = "cannot read /proc/self/pagemap";
-    else if (*cleared & kSoftDirty)
+    else if (*cleared & kPagemapSoftDirty)
       *why = "clear_refs did not clear the soft-dirty bit";
-    else if (!(*written & kSoftDirty))
+    else if (!(*written & kPagemapSoftDirty))
       *why = "this kernel does not track soft-dirty pages (no CONFIG_MEM_SOFT_DIRTY)";
     else
       ok = true;
@@ -205,7 +151,7 @@ std::optional<uint64_t> SoftDirtyCounter::count(std::string* why) {
         const uint32_t then = backed_at_clear_[static_cast<size_t>(it - backed_pages_.begin())];
         if (kept_since_clear(then, now)) {
           ++kept;
-          if (now & kSoftDirty) ++dirty;
+          if (now & kPagemapSoftDirty) ++dirty;
         }
       }
     });

@@ -174,6 +174,9 @@ void process_memory_of(const CaptureInputs& in, Report& r) {
     r.rss_kb_max = std::max(r.rss_kb_max, s.rss_kb);
   }
   if (!r.thp_enabled_for_process) r.thp_enabled_for_process = in.status_thp_enabled;
+  r.anon_folios_start = in.folios_start;
+  r.anon_folios_end = in.folios_end;
+  r.anon_folios_why = in.folio_walk_why;
 }
 
 // The capture's totals from the kernel's counters; without per-process kernel counts of splits,

@@ -46,6 +46,8 @@ constexpr size_t kLatencySentences = 3;
 constexpr size_t kCopySentences = 3;
 // A freeze this long is one clients notice (a warning, not just information).
 constexpr double kFreezeWarnMs = 10.0;
+// A page of its own, and the PMD's folio, in KiB (4 KiB base pages).
+constexpr uint32_t kSmallPageKb = 4, kPmdFolioKb = 2048;
 
 std::string bytes_config(uint64_t b) {
   if (b % (1 << 20) == 0) return fmt::format("{}mb", b >> 20);
@@ -202,7 +204,59 @@ void replication_findings(const Report& r, std::vector<Draft>& f) {
                  {{"wasted_forks", x->wasted_forks}, {"wasted_copied_bytes", x->wasted_copied_bytes}}});
 }
 
-// How the process stands with THP: opted out, never, backed by huge pages, or none under madvise.
+// The walk that says what backed the heap: the start's (before any fork split a folio), else the
+// end's; and which it is.
+std::pair<const proc::FolioShares*, const char*> folio_walk(const Report& r) {
+  if (r.anon_folios_start) return {&*r.anon_folios_start, "start"};
+  if (r.anon_folios_end) return {&*r.anon_folios_end, "end"};
+  return {nullptr, ""};
+}
+
+// KiB of a walk in folios larger than a page.
+uint64_t large_folio_kb(const proc::FolioShares& s) {
+  uint64_t kb = 0;
+  for (const auto& [size, held] : s.kb)
+    if (size > kSmallPageKb) kb += held;
+  return kb;
+}
+
+// What backs the heap, in sizes, from the process's own pages (pagemap and kpageflags): PMD-sized
+// pages make the page tables a fork copies smaller; smaller folios (Linux 6.8+) do not, though fork
+// batches the entries of each (6.9+); a first write after fork to any of them copies 4 KiB.
+Draft folios_backed(const Report& r, const proc::FolioShares& walk, const char* when) {
+  uint64_t total = 0;
+  for (const auto& [size, held] : walk.kb) total += held;
+  const uint64_t large = large_folio_kb(walk);
+  const bool pmd =
+      std::any_of(walk.kb.begin(), walk.kb.end(), [](const auto& x) { return x.first >= kPmdFolioKb && x.second > 0; });
+  const bool smaller = std::any_of(walk.kb.begin(), walk.kb.end(), [](const auto& x) {
+    return x.first > kSmallPageKb && x.first < kPmdFolioKb && x.second > 0;
+  });
+  std::string effect;
+  if (pmd) effect += " PMD-sized pages make the page tables a fork copies smaller, so fork is faster.";
+  if (smaller)
+    effect +=
+        " Folios below that size do not make them smaller (fork copies an entry for each 4 KiB of "
+        "them, batched per folio since Linux 6.9), and AnonHugePages does not count them.";
+  ordered_json evidence = {{"anonymous_kb", total},
+                           {"large_folio_kb", large},
+                           {"folios_kb", by_size_json(walk.kb)},
+                           {"walk", when},
+                           {"anon_huge_pages_kb_max", r.anon_huge_pages_kb_max}};
+  if (const std::string small = r.system.small_folios_enabled(); !small.empty()) evidence["small_folios"] = small;
+  return {Priority::cause,
+          fmt::format("Folios larger than 4 KiB held {} of this process's {} of anonymous memory at the {} "
+                      "(pagemap): {}.{} Every first write after fork to one of them faults and copies 4 KiB.",
+                      mib_text(static_cast<double>(large) * 1024), mib_text(static_cast<double>(total) * 1024), when,
+                      folio_shares_text(walk), effect),
+          "thp_backed",
+          Severity::info,
+          std::nullopt,
+          std::move(evidence)};
+}
+
+// How the process stands with THP: opted out, never, backed by huge pages or smaller folios, or none
+// under madvise.
 void thp_findings(const Report& r, std::vector<Draft>& f) {
   if (r.system.thp_enabled == "always" && r.thp_enabled_for_process == false) {
     std::string why =
@@ -218,19 +272,23 @@ void thp_findings(const Report& r, std::vector<Draft>& f) {
                  Severity::info,
                  std::nullopt,
                  {{"thp_enabled", r.system.thp_enabled}, {"thp_enabled_for_process", false}}});
+  } else if (const auto& [walk, when] = folio_walk(r); walk && large_folio_kb(*walk) > 0) {
+    f.push_back(folios_backed(r, *walk, when));
   } else if (const std::string small = r.system.small_folios_enabled();
              !small.empty() && r.anon_huge_pages_kb_max == 0) {
     // Multi-size THP (Linux 6.8+): each size has its own mode, and the top-level one only decides
     // the sizes that inherit it.
-    f.push_back({Priority::quiet,
-                 fmt::format("This process has no PMD-sized huge page (AnonHugePages 0 kB), but this host can back "
-                             "anonymous memory with folios of {}, which AnonHugePages does not count: a write "
-                             "after fork copies 4 KiB of such a folio, as of a huge page.",
-                             small),
-                 "thp_small_folios",
-                 Severity::info,
-                 std::nullopt,
-                 {{"thp_enabled", r.system.thp_enabled}, {"small_folios", small}, {"anon_huge_pages_kb_max", 0}}});
+    f.push_back(
+        {Priority::quiet,
+         fmt::format("This process has no PMD-sized huge page (AnonHugePages 0 kB), but this host can back "
+                     "anonymous memory with folios of {}, which AnonHugePages does not count: a write "
+                     "after fork copies 4 KiB of such a folio, as of a huge page.{}",
+                     small,
+                     walk ? fmt::format(" None of its memory was in one at the {} (pagemap).", when) : std::string()),
+         "thp_small_folios",
+         Severity::info,
+         std::nullopt,
+         {{"thp_enabled", r.system.thp_enabled}, {"small_folios", small}, {"anon_huge_pages_kb_max", 0}}});
   } else if (r.system.thp_enabled == "never") {
     f.push_back({Priority::setting,
                  "THP is `never` on this host: the heap is backed by 4 KiB pages only.",

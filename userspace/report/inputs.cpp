@@ -471,6 +471,10 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
     auto& f = j["folio_readings"] = ordered_json::array();
     for (const auto& r : in.folio_readings) f.push_back({{"ts_ns", r.ts_ns}, {"counters", by_size_json(r.counters)}});
   }
+  if (in.folios_start || in.folios_end || !in.folio_walk_why.empty())
+    j["target_folios"] = {{"start", folio_shares_json(in.folios_start)},
+                          {"end", folio_shares_json(in.folios_end)},
+                          {"why", in.folio_walk_why}};
   if (in.copy_cost_ns) j["copy_cost_ns"] = *in.copy_cost_ns;
   if (in.sample_every) {
     j["sample_every"] = in.sample_every;
@@ -484,6 +488,21 @@ ordered_json inputs_to_json(const CaptureInputs& in) {
     for (const auto& w : in.series_let_go) g.push_back({w.from_ns, w.to_ns});
   }
   return j;
+}
+
+ordered_json folio_shares_json(const std::optional<proc::FolioShares>& s) {
+  if (!s) return nullptr;
+  return {{"kb", by_size_json(s->kb)}, {"pages", s->pages}, {"every", s->every}, {"walk_us", s->walk_ns / 1000}};
+}
+
+std::optional<proc::FolioShares> folio_shares_from(const json& j) {
+  if (j.is_null()) return std::nullopt;
+  proc::FolioShares s;
+  s.kb = by_size_from<uint64_t>(j.at("kb"));
+  s.pages = j.at("pages").get<uint64_t>();
+  s.every = j.at("every").get<uint64_t>();
+  s.walk_ns = j.at("walk_us").get<uint64_t>() * 1000;
+  return s;
 }
 
 CaptureInputs inputs_from_json(const json& j) {
@@ -538,8 +557,14 @@ CaptureInputs inputs_from_json(const json& j) {
     }
   if (j.contains("folio_readings"))
     for (const auto& x : j.at("folio_readings"))
-      in.folio_readings.push_back(
-          {.ts_ns = x.at("ts_ns").get<uint64_t>(), .counters = by_size_from<uint64_t>(x.at("counters"))});
+      in.folio_readings.push_back({.ts_ns = x.at("ts_ns").get<uint64_t>(),
+                                   .counters = by_size_from<std::map<std::string, uint64_t>>(x.at("counters"))});
+  if (j.contains("target_folios")) {
+    const auto& f = j.at("target_folios");
+    in.folios_start = folio_shares_from(f.at("start"));
+    in.folios_end = folio_shares_from(f.at("end"));
+    in.folio_walk_why = f.at("why").get<std::string>();
+  }
   if (j.contains("copy_cost_ns")) in.copy_cost_ns = j.at("copy_cost_ns").get<double>();
   in.sample_every = j.value("sample_every", 0U);
   in.copy_samples_dropped = j.value("copy_samples_dropped", uint64_t{0});

@@ -20,6 +20,7 @@
 #include "kernel/modes.h"
 #include "proc/cgroup.h"
 #include "proc/container.h"
+#include "proc/folios.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
 #include "redis/latency_probe.h"
@@ -94,6 +95,10 @@ struct CaptureInputs {
   // and child's exit of the target (when their record arrives) and at the end; none where the
   // kernel has no per-size counters (written only when there are some).
   std::vector<FolioReading> folio_readings;
+  // The target's anonymous memory by folio size (proc::FolioWalker) at the start and at the end;
+  // unset where the walk could not be made (folio_walk_why says why), and in recordings from before.
+  std::optional<proc::FolioShares> folios_start, folios_end;
+  std::string folio_walk_why;
   // ns one copy-on-write fault took on this host, measured before the capture (cli/copy_cost.h);
   // only where the kernel does not time the faults (the tracepoint modes).
   std::optional<double> copy_cost_ns;
@@ -141,25 +146,30 @@ std::optional<redis::ClientLatency> client_latency_from(const nlohmann::json& v)
 // A window's disk calls, as the report's forks[].fsync_during writes them; null for nullopt.
 nlohmann::ordered_json fsync_json(const std::optional<correlate::FsyncWindow>& w);
 std::optional<correlate::FsyncWindow> fsync_from(const nlohmann::json& v);
-// Counters by folio size in KiB, as {"64": {name: value, ...}, ...}: the recordings' folio readings
-// and the report's forks[].folios. A key that is not a size throws as a value of the wrong type does.
-template <typename T>
-nlohmann::ordered_json by_size_json(const std::map<uint32_t, std::map<std::string, T>>& by_size) {
+// Values by folio size in KiB, as {"64": value, ...}: the recordings' folio readings (counters by
+// name), the report's forks[].folios and the target's memory by folio size. A key that is not a size
+// throws as a value of the wrong type does.
+template <typename V>
+nlohmann::ordered_json by_size_json(const std::map<uint32_t, V>& by_size) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  for (const auto& [kb, counters] : by_size) j[std::to_string(kb)] = counters;
+  for (const auto& [kb, value] : by_size) j[std::to_string(kb)] = value;
   return j;
 }
-template <typename T>
-std::map<uint32_t, std::map<std::string, T>> by_size_from(const nlohmann::json& j) {
-  std::map<uint32_t, std::map<std::string, T>> by_size;
-  for (const auto& [key, counters] : j.items()) {
+template <typename V>
+std::map<uint32_t, V> by_size_from(const nlohmann::json& j) {
+  std::map<uint32_t, V> by_size;
+  for (const auto& [key, value] : j.items()) {
     uint32_t kb = 0;
     const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), kb);
     if (ec != std::errc() || end != key.data() + key.size()) kb = nlohmann::json(key).get<uint32_t>();  // throws
-    by_size[kb] = counters.template get<std::map<std::string, T>>();
+    by_size[kb] = value.template get<V>();
   }
   return by_size;
 }
+// A folio walk (proc::FolioShares) as {kb: {"4": ..., "64": ...}, pages, every, walk_us}; null for
+// nullopt.
+nlohmann::ordered_json folio_shares_json(const std::optional<proc::FolioShares>& s);
+std::optional<proc::FolioShares> folio_shares_from(const nlohmann::json& j);
 nlohmann::ordered_json choice_json(const tracer::FamilyChoice& c);
 tracer::FamilyChoice choice_from(const nlohmann::json& j);
 

@@ -300,7 +300,7 @@ const std::vector<ForkField>& fork_fields() {
        },
        [](const E& e, const ForkContext&) { return e.child_cpu.has_value(); }, true},
       {"folios", [](const E& e, const ForkContext&) { return by_size_json(*e.folios); },
-       [](const json& v, const ForkContext&, E& e) { e.folios = by_size_from<int64_t>(v); },
+       [](const json& v, const ForkContext&, E& e) { e.folios = by_size_from<std::map<std::string, int64_t>>(v); },
        [](const E& e, const ForkContext&) { return e.folios.has_value(); }, true},
       {"copies", [](const E& e, const ForkContext&) { return copies_json(*e.copies); },
        [](const json& v, const ForkContext&, E& e) { e.copies = copies_from(v); },
@@ -436,6 +436,10 @@ ordered_json to_json(const Report& r) {
       {"anon_huge_pages_kb",
        {{"start", r.anon_huge_pages_kb_start}, {"max", r.anon_huge_pages_kb_max}, {"end", r.anon_huge_pages_kb_end}}},
       {"rss_kb_max", r.rss_kb_max},
+      {"anon_folios",
+       {{"start", folio_shares_json(r.anon_folios_start)},
+        {"end", folio_shares_json(r.anon_folios_end)},
+        {"why", r.anon_folios_why}}},
       {"exited", r.target_exited}};
   if (!r.container.id.empty()) j["target"]["container"] = proc::container_json(r.container);
   for (const auto& f : tracer::kFamilies) {
@@ -618,6 +622,12 @@ Report from_json(const nlohmann::json& j) {
   r.anon_huge_pages_kb_max = ahp.at("max").get<uint64_t>();
   r.anon_huge_pages_kb_end = ahp.at("end").get<uint64_t>();
   r.rss_kb_max = target.at("rss_kb_max").get<uint64_t>();
+  if (target.contains("anon_folios")) {  // reports from 2.4
+    const auto& f = target.at("anon_folios");
+    r.anon_folios_start = folio_shares_from(f.at("start"));
+    r.anon_folios_end = folio_shares_from(f.at("end"));
+    r.anon_folios_why = f.at("why").get<std::string>();
+  }
   r.target_exited = target.at("exited").get<bool>();
   const auto& probes = j.at("probes");
   // kernel_copies and disk are optional in the schema: reports from before they were families.

@@ -3,6 +3,7 @@
 // The one-shot capture report: its data, the JSON (docs/reference/report.schema.json), the text a person
 // reads, and the findings (plain sentences, most important first).
 
+#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include <optional>
@@ -102,7 +103,7 @@ inline constexpr double kHeadroomWarnShare = 0.20;
 
 // The shape of the JSON report, MAJOR.MINOR: MINOR grows when keys are added, MAJOR with any other
 // change (a key renamed, removed or given another meaning). docs/guide/report.md has the policy.
-inline constexpr const char* kReportVersion = "2.3";
+inline constexpr const char* kReportVersion = "2.4";
 
 struct Report {
   std::string version;
@@ -120,6 +121,10 @@ struct Report {
   std::optional<bool> thp_enabled_for_process;
   uint64_t anon_huge_pages_kb_start = 0, anon_huge_pages_kb_max = 0, anon_huge_pages_kb_end = 0;
   uint64_t rss_kb_max = 0;
+  // Its anonymous memory by folio size at the start and at the end (proc::FolioWalker), and why a
+  // walk was not made ("" when it was, and in reports from before 2.4).
+  std::optional<proc::FolioShares> anon_folios_start, anon_folios_end;
+  std::string anon_folios_why;
   tracer::AttachModes probes;
   // The order-9 allocation counter (huge_page_allocs): attached only when the process could be given
   // a huge page; mode unavailable when it was not, with the reason.
@@ -149,6 +154,14 @@ struct Report {
   // estimated from it (the tracepoint modes).
   std::optional<double> copy_cost_ns;
 };
+
+// "64 KiB", "2 MiB": a folio size given in KiB.
+inline std::string folio_size_name(uint32_t kb) {
+  return kb % 1024 ? fmt::format("{} KiB", kb) : fmt::format("{} MiB", kb / 1024);
+}
+// "2 MiB: 64.0 MiB (50%), 64 KiB: 52.0 MiB (41%), 4 KiB: 12.0 MiB (9%)": the sizes holding memory, the
+// largest first; "" when none does.
+std::string folio_shares_text(const proc::FolioShares& s);
 
 // The text report lists every fork while there are at most kForkTableRows; past that it keeps the
 // kWorstForksShown with the most copy-on-write faults and the kRecentForksShown most recent, in fork

@@ -124,8 +124,7 @@ std::string folio_line(const std::map<uint32_t, std::map<std::string, int64_t>>&
       if (name == "nr_anon")
         parts += fmt::format(" ({:+.1f} MiB)", static_cast<double>(delta) * static_cast<double>(kb) / 1024);
     }
-    out += fmt::format("{}{} {}", out.empty() ? "" : "; ",
-                       kb % 1024 ? fmt::format("{} KiB", kb) : fmt::format("{} MiB", kb / 1024), parts);
+    out += fmt::format("{}{} {}", out.empty() ? "" : "; ", folio_size_name(kb), parts);
   }
   return "           folios (host): " + out;
 }
@@ -141,6 +140,19 @@ std::string client_latency_line(const redis::ClientLatency& d, const std::option
 }
 
 using Line = std::function<void(const std::string&)>;
+
+// The target's memory by folio size at the start and at the end, or why it was not read.
+void folio_lines(const Report& r, const Line& line) {
+  const auto walk = [](const proc::FolioShares& s) {
+    const std::string shares = folio_shares_text(s);
+    return (shares.empty() ? std::string("no anonymous memory") : shares) +
+           (s.every > 1 ? fmt::format(", 1 page in {} looked up", s.every) : std::string());
+  };
+  if (r.anon_folios_start) line("anonymous memory by folio size, start: " + walk(*r.anon_folios_start));
+  if (r.anon_folios_end) line("anonymous memory by folio size, end: " + walk(*r.anon_folios_end));
+  if (!r.anon_folios_start && !r.anon_folios_why.empty())
+    line("anonymous memory by folio size: not read (" + r.anon_folios_why + ")");
+}
 
 // Who was captured, where and how: the host, the kernel's THP modes, the attach modes.
 void capture_lines(const Report& r, const Line& line) {
@@ -163,6 +175,7 @@ void capture_lines(const Report& r, const Line& line) {
   }
   line(fmt::format("AnonHugePages start/max/end: {}/{}/{} kB   RSS max: {} kB", r.anon_huge_pages_kb_start,
                    r.anon_huge_pages_kb_max, r.anon_huge_pages_kb_end, r.rss_kb_max));
+  folio_lines(r, line);
   // kernel_copies has a line of its own when it is not counted.
   std::string probes;
   for (const auto& f : tracer::kFamilies)
@@ -286,6 +299,18 @@ std::vector<bool> shown_forks(const std::vector<correlate::ForkEpisode>& forks) 
   for (size_t i = 0; i < kWorstForksShown; ++i) shown[by_cow[i]] = true;
   for (size_t i = forks.size() - kRecentForksShown; i < forks.size(); ++i) shown[i] = true;
   return shown;
+}
+
+std::string folio_shares_text(const proc::FolioShares& s) {
+  uint64_t total = 0;
+  for (const auto& [kb, held] : s.kb) total += held;
+  std::string out;
+  for (auto it = s.kb.rbegin(); it != s.kb.rend(); ++it)
+    if (it->second > 0)
+      out += fmt::format("{}{}: {} ({:.0f}%)", out.empty() ? "" : ", ", folio_size_name(it->first),
+                         mib_text(static_cast<double>(it->second) * 1024),
+                         100.0 * static_cast<double>(it->second) / static_cast<double>(total));
+  return out;
 }
 
 std::string to_text(const Report& r) {
