@@ -255,3 +255,58 @@ TEST(Forecast, AChildThatWillShareACpuStretchesTheRangesHighEnds) {
   EXPECT_EQ(j["cpu"]["child_share"], 0.5);
   EXPECT_EQ(j["cpu"]["cpus"], 2);
 }
+
+// A dataset that grew since the last save (used_memory now against the RDB file's used-mem) or
+// since the last traced fork (the RSS now against then): the history's figures scaled by the
+// growth, each range stretched to hold the last fork's figure and the scaled one; the rehearsal's
+// copies, measured now, left alone; a change within 5% left alone.
+TEST(Forecast, HistoryScaledByTheDatasetsGrowthSince) {
+  auto in = redis_of_512_mib();
+  in.anon_bytes = 2048 * kMiB;
+  in.last_fork_usec = 10000;
+  in.last_rdb_cow_bytes = 100 * kMiB;
+  in.last_rdb_seconds = 4;
+  in.last_rdb_file_seconds = 4.0;
+  in.used_memory_now = 300 * kMiB;
+  in.last_save_used_memory = 200 * kMiB;
+  auto p = forecast::predict(in, correlate::Reason::bgsave);
+  ASSERT_TRUE(p.growth);
+  EXPECT_DOUBLE_EQ(p.growth->factor, 1.5);
+  EXPECT_DOUBLE_EQ(p.child_lifetime_s.value, 6.0);
+  EXPECT_DOUBLE_EQ(p.child_lifetime_s.low, 3.0);   // the last save's low
+  EXPECT_DOUBLE_EQ(p.child_lifetime_s.high, 7.5);  // the scaled high
+  EXPECT_DOUBLE_EQ(p.fork_freeze_ms.value, 15.0);
+  ASSERT_TRUE(p.copied_bytes);
+  EXPECT_DOUBLE_EQ(p.copied_bytes->value, 150.0 * kMiB);
+  EXPECT_DOUBLE_EQ(p.copied_bytes->low, 75.0 * kMiB);
+  EXPECT_DOUBLE_EQ(p.copied_bytes->high, 187.5 * kMiB);
+  EXPECT_NE(p.copied_bytes->basis.find("x1.50 for the dataset's growth since (used_memory 300.0 MiB now, 200.0 MiB"),
+            std::string::npos)
+      << p.copied_bytes->basis;
+  forecast::PredictReport report;
+  report.inputs = in;
+  report.prediction = p;
+  const auto j = forecast::to_json(report);
+  EXPECT_DOUBLE_EQ(j["predicted"]["growth"]["factor"].get<double>(), 1.5);
+
+  // The copies never above all the process has.
+  in.anon_bytes = 160 * kMiB;
+  EXPECT_DOUBLE_EQ(forecast::predict(in, correlate::Reason::bgsave).copied_bytes->high, 160.0 * kMiB);
+
+  // The daemon's traced fork: the RSS then against now, ahead of INFO's.
+  in.traced = forecast::Inputs::Traced{8000, 2, 64 * kMiB, 256 * kMiB};
+  p = forecast::predict(in, correlate::Reason::bgsave);
+  ASSERT_TRUE(p.growth);
+  EXPECT_DOUBLE_EQ(p.growth->factor, 2.0);
+  EXPECT_DOUBLE_EQ(p.child_lifetime_s.value, 4.0);
+
+  // Within 5%: not growth, noise.
+  in.traced->rss_bytes = 500 * kMiB;
+  EXPECT_FALSE(forecast::predict(in, correlate::Reason::bgsave).growth);
+  // The rehearsal measures the process as it is now: its copies are not scaled.
+  in.traced->rss_bytes = 256 * kMiB;
+  in.dirty_curve = {{1.0, 1000}, {2.0, 2000}};
+  p = forecast::predict(in, correlate::Reason::bgsave);
+  EXPECT_EQ(p.copied_bytes->method, Method::soft_dirty);
+  EXPECT_EQ(p.copied_bytes->basis.find("growth"), std::string::npos);
+}

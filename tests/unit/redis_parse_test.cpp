@@ -7,6 +7,7 @@
 
 #include "redis/client.h"
 #include "redis/parse.h"
+#include "redis/rdb.h"
 #include "redis/watcher.h"
 
 using namespace thptrace::redis;
@@ -170,4 +171,37 @@ TEST(Address, ParsesHostPort) {
   EXPECT_FALSE(parse_address("h:0"));
   EXPECT_FALSE(parse_address("h:70000"));
   EXPECT_FALSE(parse_address("h:12x"));
+}
+
+// An RDB file's auxiliary fields as Redis 7.0 writes them (its first bytes, from a save of this
+// project's tests): used-mem packed as a 4-byte integer; as digits where it does not fit one; and
+// files that are not, or stop short.
+TEST(RdbHead, UsedMemOfTheLastSave) {
+  using namespace std::string_literals;
+  const std::string head =
+      "REDIS0010"
+      "\xfa\x09redis-ver\x06"
+      "7.0.15"
+      "\xfa\x0aredis-bits\xc0\x40"
+      "\xfa\x05"
+      "ctime\xc2\x14\xf8\x16\x6b"
+      "\xfa\x08used-mem\xc2\x38\xb3\x71\x17"
+      "\xfa\x08"
+      "aof-base\xc0\x00"
+      "\xfe\x00"s;
+  EXPECT_EQ(thptrace::redis::rdb_used_mem(head), 393327416u);
+  const std::string big =
+      "REDIS0011\xfa\x08used-mem\x0a"
+      "8589934592\xfe\x00"s;
+  EXPECT_EQ(thptrace::redis::rdb_used_mem(big), 8589934592u);
+  // An LZF-compressed field before it is skipped.
+  const std::string lzf = "REDIS0011\xfa\x01k\xc3\x02\x05xy\xfa\x08used-mem\xc1\x00\x10"s;
+  EXPECT_EQ(thptrace::redis::rdb_used_mem(lzf), 4096u);
+  EXPECT_EQ(thptrace::redis::rdb_used_mem(head.substr(0, 60)), std::nullopt);    // cut inside it
+  EXPECT_EQ(thptrace::redis::rdb_used_mem("REDIS0011\xfe\x00"s), std::nullopt);  // no aux field
+  EXPECT_EQ(thptrace::redis::rdb_used_mem("VALKEY080" + head.substr(9)), std::nullopt);
+  EXPECT_EQ(thptrace::redis::rdb_used_mem("REDIS0011\xfa\x08used-mem\x03-12"s), std::nullopt);
+  EXPECT_EQ(thptrace::redis::rdb_used_mem("REDIS0011\xfa\x08used-mem\xc2\xff\xff\xff\xff"s), std::nullopt);  // -1
+  // A length past the bytes there are.
+  EXPECT_EQ(thptrace::redis::rdb_used_mem("REDIS0011\xfa\x81\x7f\xff\xff\xff\xff\xff\xff\xffx"s), std::nullopt);
 }

@@ -37,6 +37,7 @@
 #include "redis/client.h"
 #include "redis/options.h"
 #include "redis/parse.h"
+#include "redis/rdb.h"
 #include "thptrace/version.h"
 
 namespace po = boost::program_options;
@@ -173,30 +174,37 @@ forecast::Rehearsal start_rehearsal(const PredictOptions& o, pid_t pid, const fo
   return rh;
 }
 
-// The life of the save that wrote the server's RDB file, from the file's birth (the child creates it
-// as it starts) to its change time (the rename when done), when the file was renamed within 2 s of
-// the last successful save INFO gives (rdb_last_save_time): nullopt otherwise, or where the filesystem
-// keeps no birth time. The file is found in the server's own root (a container's too); its name
-// comes from the server, so it is taken only as an absolute directory and a plain file name.
-std::optional<double> rdb_file_seconds(pid_t pid, const std::map<std::string, std::string>& config,
-                                       std::optional<int64_t> last_save_time) {
+// What the server's RDB file tells of the last save, when the file is that save's (renamed within 2 s
+// of the last successful save INFO gives, rdb_last_save_time): its life, from the file's birth (the
+// child creates it as it starts) to its change time (the rename when done), where the filesystem
+// keeps birth times; and the server's used_memory as the save began (the file's used-mem field).
+// The file is found in the server's own root (a container's too); its name comes from the server,
+// so it is taken only as an absolute directory and a plain file name.
+struct LastSaveFile {
+  std::optional<double> seconds;
+  std::optional<uint64_t> used_memory;
+};
+LastSaveFile last_save_file(pid_t pid, const std::map<std::string, std::string>& config,
+                            std::optional<int64_t> last_save_time) {
   const auto dir = config.find("dir"), name = config.find("dbfilename");
-  if (!last_save_time || dir == config.end() || name == config.end()) return std::nullopt;
+  if (!last_save_time || dir == config.end() || name == config.end()) return {};
   const std::string& d = dir->second;
   const std::string& n = name->second;
   if (d.empty() || d.front() != '/' || d.size() > 4096 || n.empty() || n.size() > 255 ||
       n.find('/') != std::string::npos || n == "." || n == ".." || d.find('\0') != std::string::npos ||
       n.find('\0') != std::string::npos)
-    return std::nullopt;
+    return {};
   std::string why;
-  const auto times = proc::process_file_times(pid, d + "/" + n, &why);
-  if (!times) {
-    log::debug("predict: no save time from the RDB file: {}", why);
-    return std::nullopt;
+  const auto file = proc::process_file_times(pid, d + "/" + n, redis::kRdbHeadBytes, &why);
+  if (!file) {
+    log::debug("predict: the RDB file is not read: {}", why);
+    return {};
   }
-  if (std::abs(times->change_s - static_cast<double>(*last_save_time)) > 2 || times->change_s < times->birth_s)
-    return std::nullopt;
-  return times->change_s - times->birth_s;
+  if (std::abs(file->change_s - static_cast<double>(*last_save_time)) > 2) return {};
+  LastSaveFile last;
+  if (file->birth_s > 0 && file->change_s >= file->birth_s) last.seconds = file->change_s - file->birth_s;
+  last.used_memory = redis::rdb_used_mem(file->head);
+  return last;
 }
 
 // What the server says of itself: its last fork and save, its replication settings, into the report
@@ -231,9 +239,13 @@ std::string read_server(redis::Client& client, const redis::InfoMap& info, const
   if (x.latest_fork_usec && *x.latest_fork_usec > 0) in.last_fork_usec = static_cast<double>(*x.latest_fork_usec);
   if (x.rdb_last_cow_size && *x.rdb_last_cow_size > 0)
     in.last_rdb_cow_bytes = static_cast<uint64_t>(*x.rdb_last_cow_size);
+  if (const auto used = info_count(info, "used_memory"); used && *used > 0)
+    in.used_memory_now = static_cast<uint64_t>(*used);
   if (x.rdb_last_bgsave_time_sec) {
     in.last_rdb_seconds = static_cast<double>(*x.rdb_last_bgsave_time_sec);
-    in.last_rdb_file_seconds = rdb_file_seconds(r.pid, config, info_count(info, "rdb_last_save_time"));
+    const auto file = last_save_file(r.pid, config, info_count(info, "rdb_last_save_time"));
+    in.last_rdb_file_seconds = file.seconds;
+    in.last_save_used_memory = file.used_memory;
   }
   std::string diskless = x.repl_diskless_sync;
   r.redis = std::move(x);

@@ -239,8 +239,10 @@ void Exporter::export_episode(Target& t, const correlate::ForkEpisode& e) {
   t.copies += e.cow_faults;
   if (!kernel_splits_) metrics_.add_thp(t.label, e.thp_splits, 0);
   if (e.fork_duration_us && e.child_lifetime_ms) {
+    // The RSS as the fork settles (its child gone): what a later forecast scales its figures by.
     const forecast::Inputs::Traced f{*e.fork_duration_us, *e.child_lifetime_ms / 1e3,
-                                     (e.cow_faults + e.child_cow_faults) * kPageBytes};
+                                     (e.cow_faults + e.child_cow_faults) * kPageBytes,
+                                     t.history.memory.known ? t.history.memory.rss_bytes : 0};
     t.history.traced[e.reason] = f;
     t.history.last_traced = f;
     update_forecast(t);

@@ -136,7 +136,37 @@ double dirty_pages_at(const std::vector<std::pair<double, uint64_t>>& curve, dou
   return std::min(at, static_cast<double>(max_pages));
 }
 
+std::optional<Growth> growth_since_history(const Inputs& in) {
+  Growth g;
+  if (in.traced) {
+    if (in.traced->rss_bytes == 0 || in.rss_bytes == 0) return std::nullopt;
+    g.factor = static_cast<double>(in.rss_bytes) / static_cast<double>(in.traced->rss_bytes);
+    g.basis = fmt::format("RSS {} now, {} at the last traced fork", mib_text(static_cast<double>(in.rss_bytes)),
+                          mib_text(static_cast<double>(in.traced->rss_bytes)));
+  } else if (in.used_memory_now && in.last_save_used_memory && *in.last_save_used_memory > 0) {
+    g.factor = static_cast<double>(*in.used_memory_now) / static_cast<double>(*in.last_save_used_memory);
+    g.basis =
+        fmt::format("used_memory {} now, {} as the last save began", mib_text(static_cast<double>(*in.used_memory_now)),
+                    mib_text(static_cast<double>(*in.last_save_used_memory)));
+  } else {
+    return std::nullopt;
+  }
+  if (std::abs(g.factor - 1) < kGrowthNoise) return std::nullopt;
+  return g;
+}
+
 namespace {
+
+// A figure from history, for a dataset that has grown (or shrunk) by g since: its value scaled, its
+// range stretched to hold the last fork's range and the scaled one.
+void scale_for_growth(const Growth& g, Figure& f) {
+  if (f.method != Method::history) return;
+  f.value *= g.factor;
+  f.low *= std::min(1.0, g.factor);
+  f.high *= std::max(1.0, g.factor);
+  f.basis += fmt::format("; x{:.2f} for the dataset's {} since ({})", g.factor, g.factor > 1 ? "growth" : "shrinking",
+                         g.basis);
+}
 
 // A child that will share a CPU lives longer: the high end of its life's range stretched by the
 // inverse of its share.
@@ -169,11 +199,18 @@ void copies_of(const Inputs& in, Prediction& p) {
     const auto b = static_cast<double>(in.traced ? in.traced->copied_bytes : *in.last_rdb_cow_bytes);
     p.copied_bytes = Figure{b, b * 0.75, b * 1.25, Method::history,
                             in.traced ? "the pages the last traced fork copied" : "rdb_last_cow_size of the last save"};
+    // The parent writes on over the longer life of a larger dataset's save, up to all it has.
+    if (p.growth) {
+      scale_for_growth(*p.growth, *p.copied_bytes);
+      auto& c = *p.copied_bytes;
+      c.high = std::min(c.high, std::max(c.value, static_cast<double>(in.anon_bytes)));
+    }
     // The parent writes on over a longer life: its copies grow with it, up to all it has.
     if (p.child_cpu_share && *p.child_cpu_share < kChildCompetes) {
       auto& c = *p.copied_bytes;
+      const double before = c.high;
       c.high = std::max(c.high, std::min(c.high / *p.child_cpu_share, static_cast<double>(in.anon_bytes)));
-      c.basis += fmt::format("; up to {:.1f}x as many over the child's longer life", c.high / (b * 1.25));
+      c.basis += fmt::format("; up to {:.1f}x as many over the child's longer life", c.high / before);
     }
   } else {
     p.copied_unknown_why = in.server_answered ? "no soft-dirty rehearsal, and Redis has not saved since it started"
@@ -248,6 +285,11 @@ Prediction predict(const Inputs& in, correlate::Reason reason) {
   p.reason = reason;
   p.fork_freeze_ms = freeze_of(in);
   p.child_lifetime_s = lifetime_of(in);
+  p.growth = growth_since_history(in);
+  if (p.growth) {
+    scale_for_growth(*p.growth, p.fork_freeze_ms);
+    scale_for_growth(*p.growth, p.child_lifetime_s);
+  }
   widen_for_cpu(in, p);
   copies_of(in, p);
   extra_memory_of(in, reason, p);

@@ -45,6 +45,7 @@ struct Inputs {
     double fork_us = 0;
     double child_seconds = 0;
     uint64_t copied_bytes = 0;
+    uint64_t rss_bytes = 0;  // the parent's RSS at the fork, or as it settled (the daemon); 0 unknown
   };
   std::optional<Traced> traced;
   // The server's last fork (INFO): nullopt when it has not forked, or the figure is not known.
@@ -55,6 +56,10 @@ struct Inputs {
   // when it starts and renames it when done (its birth and change times, statx). Used when it agrees
   // with the whole seconds above, which tells it is the file of that save.
   std::optional<double> last_rdb_file_seconds;
+  // Redis's used_memory now (INFO), and as the last save began (its RDB file's used-mem field, read
+  // only from the file that save wrote): with the RSS at a traced fork, what tells a dataset grown
+  // since the fork the history comes from (growth_since_history).
+  std::optional<uint64_t> used_memory_now, last_save_used_memory;
   // Bytes a second written into the replication stream over the measurement (master_repl_offset).
   double repl_bytes_per_s = 0;
   std::string repl_rate_basis = "unknown";  // the INFO field it came from
@@ -78,6 +83,18 @@ struct Inputs {
   };
   std::optional<CpuLoad> cpu_load;
 };
+
+// How much larger the dataset is now than at the fork the history figures come from: the RSS now
+// against at the last traced fork, else used_memory now against at the last save. A dataset grown
+// since saves longer and copies more over the longer life (and its page tables take longer to copy):
+// the history figures are scaled by it, their ranges stretched to hold both the last fork's figure
+// and the scaled one. nullopt when not known, or within kGrowthNoise of 1.
+struct Growth {
+  double factor = 1;
+  std::string basis;  // "used_memory 151.2 MiB now, 114.6 MiB at the last save"
+};
+inline constexpr double kGrowthNoise = 0.05;
+std::optional<Growth> growth_since_history(const Inputs& in);
 
 enum class Verdict { fits, tight, will_exceed };
 const char* verdict_name(Verdict v);
@@ -104,6 +121,7 @@ struct Prediction {
   // copies over it, may stretch by its inverse: the high ends of their ranges say so (a figure from
   // the last save was made under that save's load, which no one recorded). Unset: not measured.
   std::optional<double> child_cpu_share;
+  std::optional<Growth> growth;                     // applied to the figures from history
   std::optional<Figure> copied_bytes;               // nullopt: neither rehearsed nor in the history
   std::string copied_unknown_why;                   // when copied_bytes is nullopt
   std::optional<Figure> replica_buffer_peak_bytes;  // full syncs only, per replica

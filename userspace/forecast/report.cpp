@@ -168,6 +168,8 @@ ordered_json to_json(const PredictReport& r) {
   j["predicted"] = {{"reason", correlate::reason_name(p.reason)},
                     {"replicas", in.replicas},
                     {"method", method_name(p.method)},
+                    {"growth", p.growth ? ordered_json{{"factor", p.growth->factor}, {"basis", p.growth->basis}}
+                                        : ordered_json(nullptr)},
                     {"fork_freeze_ms", figure_json(p.fork_freeze_ms)},
                     {"child_lifetime_s", figure_json(p.child_lifetime_s)},
                     {"copied_bytes", p.copied_bytes ? figure_json(*p.copied_bytes) : ordered_json(nullptr)},

@@ -110,25 +110,37 @@ ForeignFile open_process_file(pid_t pid, const std::string& path, uint64_t max_b
   return open_in_root(root.get(), path, max_bytes);
 }
 
-std::optional<FileTimes> process_file_times(pid_t pid, const std::string& path, std::string* error) {
+std::optional<FileTimes> process_file_times(pid_t pid, const std::string& path, size_t head_bytes, std::string* error) {
   const auto file = open_process_file(pid, path, UINT64_MAX);
   if (!file.fd) {
     if (error) *error = file.error;
     return std::nullopt;
   }
   struct statx st = {};
-  if (::statx(file.fd.get(), "", AT_EMPTY_PATH, STATX_BTIME | STATX_CTIME, &st) != 0) {
+  if (::statx(file.fd.get(), "", AT_EMPTY_PATH, STATX_BTIME | STATX_CTIME, &st) != 0 || !(st.stx_mask & STATX_CTIME)) {
     if (error) *error = "statx: " + errno_text(errno);
-    return std::nullopt;
-  }
-  if (!(st.stx_mask & STATX_BTIME) || !(st.stx_mask & STATX_CTIME) || st.stx_btime.tv_sec == 0) {
-    if (error) *error = "its filesystem keeps no birth time";
     return std::nullopt;
   }
   const auto seconds = [](const struct statx_timestamp& t) {
     return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
   };
-  return FileTimes{seconds(st.stx_btime), seconds(st.stx_ctime)};
+  FileTimes t;
+  t.change_s = seconds(st.stx_ctime);
+  if ((st.stx_mask & STATX_BTIME) && st.stx_btime.tv_sec != 0) t.birth_s = seconds(st.stx_btime);
+  t.head.resize(head_bytes);
+  size_t got = 0;
+  while (got < head_bytes) {
+    const ssize_t n = ::pread(file.fd.get(), t.head.data() + got, head_bytes - got, static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      if (error) *error = "read: " + errno_text(errno);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  t.head.resize(got);
+  return t;
 }
 
 FileFd open_process_socket(pid_t pid, const std::string& path, std::string* error) {

@@ -75,13 +75,16 @@ FileFd open_process_socket(pid_t pid, const std::string& path, std::string* erro
 // The same inside the directory root_fd as if it were "/".
 FileFd open_socket_in_root(int root_fd, const std::string& path, std::string* error);
 
-// When such a file was made and last changed (statx(2), CLOCK_REALTIME seconds; a rename moves the
-// change time). nullopt, and why in *error, where it cannot be opened or its filesystem keeps no birth
-// time (ext4 with 128-byte inodes, 9p, NFS).
+// When such a file was last changed and made (statx(2), CLOCK_REALTIME seconds; a rename moves the
+// change time; birth_s 0 where its filesystem keeps no birth time: ext4 with 128-byte inodes, 9p,
+// NFS), and its first head_bytes bytes (fewer in a smaller file), from one open of it. nullopt, and
+// why in *error, where it cannot be opened or read.
 struct FileTimes {
   double birth_s = 0, change_s = 0;
+  std::string head;
 };
-std::optional<FileTimes> process_file_times(pid_t pid, const std::string& path, std::string* error = nullptr);
+std::optional<FileTimes> process_file_times(pid_t pid, const std::string& path, size_t head_bytes,
+                                            std::string* error = nullptr);
 
 // The whole content of such a file (at most max_bytes, else nullopt with `error` set).
 std::optional<std::string> read_process_file(pid_t pid, const std::string& path, uint64_t max_bytes,
