@@ -49,10 +49,9 @@ save() {
 # The last save's life: the RDB file's birth to its change (the rename), else INFO's whole seconds.
 life() {
   local birth change
-  read -r birth change < <(stat -c '%W %Z' "$work/dump.rdb")
-  if [ "$birth" -gt 0 ]; then
-    python3 -c "import os,sys; s=os.stat(sys.argv[1]); print(s.st_ctime - $birth - 0)" "$work/dump.rdb" 2>/dev/null ||
-      echo $((change - birth))
+  read -r birth change < <(stat -c '%.9W %.9Z' "$work/dump.rdb")
+  if [ "${birth%.*}" -gt 0 ]; then
+    python3 -c 'import sys; print(float(sys.argv[2]) - float(sys.argv[1]))' "$birth" "$change"
   else
     info rdb_last_bgsave_time_sec
   fi
