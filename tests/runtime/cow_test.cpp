@@ -111,8 +111,10 @@ void expect_stalls(const Capture& c, const nlohmann::json& f, bool fentry) {
 }
 
 // The target's memory by folio size, walked as the capture began (the region written, no fork yet):
-// the region's 64 MiB at least; in the THP variant its 2 MiB folios are exactly the PMD-mapped pages
-// AnonHugePages counted at the same moment (nothing had split one). The target exits before the
+// the region's 64 MiB at least; in the THP variant its 2 MiB folios at least the PMD-mapped pages
+// AnonHugePages counted a moment before: equal on this host; in the 5.10 and 6.1 guests (THP
+// `always`) the walk found 32 where AnonHugePages counted 31 (a 2 MiB folio that is not PMD-mapped,
+// or one made in between, is in the walk and not in AnonHugePages). The target exits before the
 // capture ends: no walk at the end.
 void expect_folio_walk(const Capture& c, bool thp) {
   const auto& walk = c.report["target"]["anon_folios"];
@@ -123,7 +125,7 @@ void expect_folio_walk(const Capture& c, bool thp) {
   EXPECT_GE(total, kPages * 4) << walk.dump();
   EXPECT_EQ(walk["start"]["every"], 1) << walk.dump();
   if (thp) {
-    EXPECT_EQ(walk["start"]["kb"].value("2048", uint64_t{0}),
+    EXPECT_GE(walk["start"]["kb"].value("2048", uint64_t{0}),
               c.report["target"]["anon_huge_pages_kb"]["start"].get<uint64_t>())
         << walk.dump();
   }
