@@ -310,3 +310,20 @@ TEST(Forecast, HistoryScaledByTheDatasetsGrowthSince) {
   EXPECT_EQ(p.copied_bytes->method, Method::soft_dirty);
   EXPECT_EQ(p.copied_bytes->basis.find("growth"), std::string::npos);
 }
+
+// The model's freeze for a process half in PMD-sized pages: fork copies an entry for 2 MiB of those,
+// so that half costs about a fortieth of the other.
+TEST(Forecast, ModelFreezeOfMemoryInPmdSizedPages) {
+  auto in = redis_of_512_mib();
+  in.anon_huge_bytes = 256 * kMiB;
+  const auto p = forecast::predict(in, correlate::Reason::bgsave);
+  EXPECT_EQ(p.fork_freeze_ms.method, Method::model);
+  EXPECT_DOUBLE_EQ(p.fork_freeze_ms.value, 0.25 * 30 + 0.25 * 0.75);
+  EXPECT_DOUBLE_EQ(p.fork_freeze_ms.low, 0.25 * 15 + 0.25 * 0.3);
+  EXPECT_DOUBLE_EQ(p.fork_freeze_ms.high, 0.25 * 60 + 0.25 * 2);
+  EXPECT_NE(p.fork_freeze_ms.basis.find("of the 0.25 GiB in PMD-sized pages"), std::string::npos)
+      << p.fork_freeze_ms.basis;
+  // All of it in PMD-sized pages (AnonHugePages can read a little over RSS between two reads).
+  in.anon_huge_bytes = 600 * kMiB;
+  EXPECT_DOUBLE_EQ(forecast::predict(in, correlate::Reason::bgsave).fork_freeze_ms.value, 0.5 * 0.75);
+}

@@ -264,6 +264,7 @@ forecast::PredictReport report_of_process(pid_t pid, const proc::ProcessStatus& 
   in.page_table_bytes = status.vm_pte_kb * 1024;
   const auto smaps = proc::read_smaps_rollup(pid);
   in.anon_bytes = (smaps ? smaps->anonymous_kb : status.vm_rss_kb) * 1024;
+  in.anon_huge_bytes = smaps ? smaps->anon_huge_pages_kb * 1024 : 0;
   if (const auto cg = proc::read_memory_cgroup(pid)) {
     in.cgroup_limit_bytes = cg->limit_bytes;
     in.cgroup_usage_bytes = cg->usage_bytes;

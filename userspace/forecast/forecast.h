@@ -36,6 +36,8 @@ struct Figure {
 struct Inputs {
   uint64_t rss_bytes = 0;
   uint64_t anon_bytes = 0;  // what a fork can copy at most
+  // Of it, in PMD-sized pages (AnonHugePages): fork copies one entry for 2 MiB of them, not 512.
+  uint64_t anon_huge_bytes = 0;
   uint64_t page_table_bytes = 0;
   bool server_answered = false;  // Redis answered INFO (--redis)
   // The last fork thptrace itself traced of the reason predicted (the daemon sees every fork): exact
