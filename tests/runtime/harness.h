@@ -195,12 +195,10 @@ bool wait_info(const Server& r, const std::string& key, const std::string& want,
       timeout);
 }
 
-// DEBUG POPULATE of `keys` keys named PREFIX:N with values of `bytes`, in steps of 100,000 (each
-// makes the keys up to its count that are missing): one step of a million outlasts the client's
-// timeout on a busy host.
+// DEBUG POPULATE of `keys` keys named PREFIX:N with values of `bytes`, in steps of 20,000 (each makes
+// the keys up to its count that are missing): each step is a command the client waits for (5 s),
+// which a TCG guest on a busy host took past that for 100,000.
 template <class Server>
-// In steps of 20,000 keys: each a command the client waits for (5 s), which a TCG guest on a busy host
-// took past that for 100,000.
 void populate(const Server& r, uint64_t keys, const std::string& prefix = "key", int bytes = 400) {
   for (uint64_t n = std::min<uint64_t>(keys, 20000);; n = std::min(keys, n + 20000)) {
     r.cmd({"DEBUG", "POPULATE", std::to_string(n), prefix, std::to_string(bytes)});
