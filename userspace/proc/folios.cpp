@@ -13,6 +13,12 @@
 #include "proc/sampler.h"
 
 namespace thptrace::proc {
+namespace {
+
+// Whether a frame's flags are those of anonymous memory the walk counts: not hugetlbfs's.
+bool counted(uint64_t flags) { return (flags & kKpfAnon) && !(flags & kKpfHuge); }
+
+}  // namespace
 
 FolioSpan folio_at(std::span<const uint64_t> block, size_t index) {
   if (index >= block.size()) return {};
@@ -56,7 +62,7 @@ uint32_t FolioWalker::anon_folio_pages(uint64_t frame) {
   if (frame < block_first_ || frame - block_first_ >= block_.size()) {
     uint64_t flags = 0;
     if (!read_flags(frame, {&flags, 1})) return 0;
-    if (!(flags & kKpfAnon) || (flags & kKpfHuge)) return 0;
+    if (!counted(flags)) return 0;
     if (!(flags & (kKpfCompoundHead | kKpfCompoundTail))) return 1;
     // A large folio: read the aligned block of frames around it, twice the size of the last folio
     // found to start with, and twice larger again until the folio's head and end are both inside it
@@ -73,8 +79,7 @@ uint32_t FolioWalker::anon_folio_pages(uint64_t frame) {
       if ((f.pages > 0 && f.head + f.pages < n) || n == block_frames_) break;
     }
   }
-  const uint64_t flags = block_[frame - block_first_];
-  if (!(flags & kKpfAnon) || (flags & kKpfHuge)) return 0;
+  if (!counted(block_[frame - block_first_])) return 0;
   const uint32_t pages = folio_at(block_, frame - block_first_).pages;
   if (pages > 1) last_folio_ = pages;
   return pages;

@@ -36,6 +36,13 @@ struct FolioShares {
   // counts for N (a large process: kFolioWalkLookups).
   uint64_t every = 1;
   uint64_t walk_ns = 0;  // how long the walk took
+
+  // The anonymous memory the walk found, in KiB: every size's.
+  uint64_t total_kb() const {
+    uint64_t total = 0;
+    for (const auto& [size, held] : kb) total += held;
+    return total;
+  }
 };
 
 // A walk looks up the folios of at most about this many pages (8 GiB of 4 KiB pages; 0.1 to 0.2 s

@@ -224,8 +224,7 @@ uint64_t large_folio_kb(const proc::FolioShares& s) {
 // pages make the page tables a fork copies smaller; smaller folios (Linux 6.8+) do not, though fork
 // batches the entries of each (6.9+); a first write after fork to any of them copies 4 KiB.
 Draft folios_backed(const Report& r, const proc::FolioShares& walk, const char* when) {
-  uint64_t total = 0;
-  for (const auto& [size, held] : walk.kb) total += held;
+  const uint64_t total = walk.total_kb();
   const uint64_t large = large_folio_kb(walk);
   const bool pmd =
       std::any_of(walk.kb.begin(), walk.kb.end(), [](const auto& x) { return x.first >= kPmdFolioKb && x.second > 0; });

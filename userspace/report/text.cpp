@@ -302,8 +302,7 @@ std::vector<bool> shown_forks(const std::vector<correlate::ForkEpisode>& forks) 
 }
 
 std::string folio_shares_text(const proc::FolioShares& s) {
-  uint64_t total = 0;
-  for (const auto& [kb, held] : s.kb) total += held;
+  const uint64_t total = s.total_kb();
   std::string out;
   for (auto it = s.kb.rbegin(); it != s.kb.rend(); ++it)
     if (it->second > 0)
