@@ -477,4 +477,40 @@ static __always_inline void episode_add_pcpu(struct thptrace_episode *ep, __u32 
 		}                                                                \
 	} while (0)
 
+/* ---- the main thread's wait for a CPU (struct thptrace_cpu_wait): its one add ---- */
+
+enum cpu_wait_holder {
+	HELD_BY_CHILD,
+	HELD_BY_THREAD,
+	HELD_BY_OTHER,
+	HELD_BY_IDLE,
+};
+
+static __always_inline void cpu_wait_add(struct thptrace_cpu_wait *w, enum cpu_wait_holder who, __u64 ns)
+{
+	switch (who) {
+	case HELD_BY_CHILD: __sync_fetch_and_add(&w->child_ns, ns); break;
+	case HELD_BY_THREAD: __sync_fetch_and_add(&w->threads_ns, ns); break;
+	case HELD_BY_OTHER: __sync_fetch_and_add(&w->others_ns, ns); break;
+	default: __sync_fetch_and_add(&w->idle_ns, ns); break;
+	}
+}
+
+/* Charges the target's waiting main thread with the time since its wait was last charged, to `who`
+ * (what held its CPU meanwhile), in its totals and each live episode, and moves the charge point to
+ * now. Called from its CPU's switches (sched.bpf.c) and from its fork child's exit on that CPU
+ * (fork.bpf.c), so that an episode gets the child's last slice. Two CPUs charging the same wait at
+ * once (a switch on the main thread's CPU and the child's exit elsewhere) is the one race: the
+ * overlap, a few µs, is counted twice. */
+static __always_inline void cpu_wait_charge(struct thptrace_target *tgt, enum cpu_wait_holder who, __u64 now)
+{
+	__u64 since = tgt->main_wait_charged_ns;
+
+	if (!since || now <= since)
+		return;
+	tgt->main_wait_charged_ns = now;
+	cpu_wait_add(&tgt->main_wait, who, now - since);
+	for_each_active_episode(tgt, ep, { cpu_wait_add(&ep->main_wait, who, now - since); });
+}
+
 #endif /* THPTRACE_COMMON_BPF_H */

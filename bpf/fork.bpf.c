@@ -14,6 +14,14 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* A new episode is built here, too large for the BPF stack beside the fork program's other locals. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct thptrace_episode);
+} episode_scratch SEC(".maps") __weak;
+
 /* x86_64 syscall numbers of the calls that can create a process. */
 #define NR_clone 56
 #define NR_fork 57
@@ -55,9 +63,11 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 	__u32 cpid = BPF_CORE_READ(child, pid);
 	__u32 ctgid = BPF_CORE_READ(child, tgid);
 	struct thptrace_target *tgt;
-	struct thptrace_episode ep = {};
+	struct thptrace_episode *ep;
 	struct thptrace_event *e;
 	__u32 tid = current_tid();
+	__u32 zero = 0;
+	__u32 reason = 0;
 	__u32 *ctx;
 	int slot = -1;
 
@@ -68,17 +78,22 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 	if (!tgt)
 		return 0;
 
-	ep.parent_tgid = ptgid;
-	ep.child_pid = cpid;
-	ep.fork_ts_ns = bpf_ktime_get_ns();
+	ep = bpf_map_lookup_elem(&episode_scratch, &zero);
+	if (!ep)
+		return 0;
+	__builtin_memset(ep, 0, sizeof(*ep));
+	ep->parent_tgid = ptgid;
+	ep->child_pid = cpid;
+	ep->fork_ts_ns = bpf_ktime_get_ns();
 	ctx = bpf_map_lookup_elem(&redis_ctx, &tid);
 	if (ctx) {
 		__u32 *anchors = bpf_map_lookup_elem(&redis_anchors, &ptgid);
 
-		ep.redis_ctx = *ctx;
-		ep.reason = reason_from_ctx(*ctx, anchors ? *anchors : 0);
+		ep->redis_ctx = *ctx;
+		ep->reason = reason_from_ctx(*ctx, anchors ? *anchors : 0);
 	}
-	if (bpf_map_update_elem(&episodes, &cpid, &ep, BPF_ANY) == 0) {
+	reason = ep->reason;
+	if (bpf_map_update_elem(&episodes, &cpid, ep, BPF_ANY) == 0) {
 		/* Claim a free slot so the fault programs start counting for this child. */
 		_Pragma("unroll") for (int i = 0; i < THPTRACE_MAX_ACTIVE; i++) {
 			if (slot < 0 && thptrace_cas(&tgt->active[i], 0, cpid) == 0)
@@ -123,7 +138,7 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 		e->start_ns = start_peek(START_LIBC_FORK);
 		if (!e->start_ns)
 			e->start_ns = start_peek(START_CLONE);
-		e->value = ep.reason;
+		e->value = reason;
 		e->value2 = slot < 0 ? 0 : 1;
 		bpf_ringbuf_submit(e, 0);
 	}
@@ -186,6 +201,11 @@ static __always_inline void close_episode(__u32 pid, struct task_struct *p)
 	if (bpf_map_update_elem(&closed, &ck, &one, BPF_NOEXIST))
 		return;
 	ptgid = ep->parent_tgid;
+	/* The parent's main thread waiting in this CPU's queue waited behind this child up to now
+	 * (the sched family; its next switch here would charge the episode no longer). */
+	tgt = bpf_map_lookup_elem(&targets, &ptgid);
+	if (tgt && tgt->main_wait_charged_ns && tgt->main_wait_cpu == bpf_get_smp_processor_id())
+		cpu_wait_charge(tgt, HELD_BY_CHILD, bpf_ktime_get_ns());
 	/* A line owner's faults since the fork become the episode's, before exit_ts_ns says it is
 	 * closed (userspace adds the sums itself to an episode that is based and not closed). When
 	 * the parent no longer owns its line (unwatched meanwhile) its counters are gone: the

@@ -107,6 +107,16 @@ struct thptrace_faults {
 	__u64 lat[THPTRACE_LAT_SLOTS];
 };
 
+/* Time a watched process's main thread spent runnable, waiting for a CPU, by what held the CPU whose
+ * run queue it waited in (the sched family): its own fork child, another thread of its own process,
+ * another process, or nothing (the CPU idle: the wake-up's own latency). */
+struct thptrace_cpu_wait {
+	__u64 child_ns;
+	__u64 threads_ns;
+	__u64 others_ns;
+	__u64 idle_ns;
+};
+
 /* One fork of a watched process, from the child's creation to its exit. Counters are updated with
  * atomic adds from any CPU while the child lives. */
 struct thptrace_episode {
@@ -135,6 +145,7 @@ struct thptrace_episode {
 	__u64 child_cpu_ns;         /* at the child's exit: its time on a CPU (se.sum_exec_runtime) */
 	__u64 child_runqueue_ns;    /* at the child's exit: its time runnable, waiting for a CPU
 				     * (sched_info.run_delay, CONFIG_SCHED_INFO) */
+	struct thptrace_cpu_wait main_wait; /* the parent's main thread's, while the child lives */
 	struct thptrace_faults faults; /* the parent's, while the child lives */
 };
 
@@ -150,6 +161,15 @@ struct thptrace_target {
 	__u64 reclaim_stalls;
 	__u64 reclaim_ns;
 	__u64 untracked_forks;     /* forks seen while every active slot, or the episodes map, was full */
+	/* The sched family: what ran on its main thread's CPU while that thread was runnable and
+	 * waiting for it (struct thptrace_cpu_wait), over the whole capture. */
+	struct thptrace_cpu_wait main_wait;
+	/* The sched family's state of the main thread: when its current wait was last charged (its
+	 * wake-up or preemption, then each switch on its CPU), 0 while it is not waiting; and the CPU
+	 * whose run queue it waits in. */
+	__u64 main_wait_charged_ns;
+	__u32 main_wait_cpu;
+	__u32 main_wait_pad;
 	/* The target's own; a line owner's are counted on its CPUs (pcpu map) and added on reading. */
 	struct thptrace_faults faults;
 };

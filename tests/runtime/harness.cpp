@@ -56,7 +56,7 @@ std::string expected_mode(const std::string& key) {
 }
 
 void expect_modes(const nlohmann::json& modes, const std::string& context) {
-  for (const char* family : {"fork", "cow_fault", "thp", "stall", "kernel_copies", "disk"}) {
+  for (const char* family : {"fork", "cow_fault", "thp", "stall", "kernel_copies", "disk", "sched"}) {
     const std::string want = expected_mode(family);
     if (!want.empty()) {
       EXPECT_EQ(modes.value(family, ""), want) << family << " on this kernel: " << context;

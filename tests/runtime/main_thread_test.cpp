@@ -77,6 +77,16 @@ void expect_child_cpu(const nlohmann::json& report, double child_cpu_ms) {
   EXPECT_GE(c.at("runqueue_ms").get<double>(), 0.0);
 }
 
+// What held the CPU while the main thread waited (the sched family, in the mode the capture's
+// attach mode gives it), over the child's life.
+nlohmann::json waited_behind(const nlohmann::json& report, bool force_fallback) {
+  EXPECT_EQ(report.at("probes").at("sched"), force_fallback ? "raw_tp" : "tp_btf") << report.at("probes").dump(1);
+  const auto& w = report.at("forks").at(0).at("main_thread").at("waited_behind");
+  EXPECT_TRUE(w.is_object()) << report.at("forks").at(0).dump(1);
+  std::cout << "waited behind " << w.dump() << std::endl;
+  return w;
+}
+
 void expect_waits_for_the_child(bool force_fallback) {
   double child_cpu_ms = 0;
   const auto report = capture_cpu_share("spin", force_fallback, &child_cpu_ms);
@@ -88,15 +98,23 @@ void expect_waits_for_the_child(bool force_fallback) {
   // Runnable whenever the child ran on their one CPU: the kernel's scheduler clocks advance at ticks
   // and switches, hence the 5%.
   EXPECT_GE(t.at("runqueue_ms").get<double>(), 0.95 * child_cpu_ms) << t.dump() << " child " << child_cpu_ms;
+  // And behind the child for as long as the child ran (by its own clock, read just before its exit:
+  // its exit's own work comes after), whatever else the host ran meanwhile.
+  const auto w = waited_behind(report, force_fallback);
+  ASSERT_TRUE(w.is_object());
+  EXPECT_GE(w.at("fork_child_ms").get<double>(), 0.95 * child_cpu_ms) << w.dump() << " child " << child_cpu_ms;
+  EXPECT_LE(w.at("fork_child_ms").get<double>(), 1.05 * child_cpu_ms + 20) << w.dump() << " child " << child_cpu_ms;
   const nlohmann::json* finding = nullptr;
   for (const auto& f : report.at("findings"))
     if (f.at("id") == "cpu_wait_in_fork") finding = &f;
   ASSERT_NE(finding, nullptr) << report.at("findings").dump(1);
   EXPECT_EQ(finding->at("evidence").at("runqueue_ms"), t.at("runqueue_ms"));
-  // Who ran instead: the child, by the kernel's clock at its exit, named by the finding.
+  // Who ran instead: the child, by the kernel's clock at its exit and by what held the CPU, named by
+  // the finding first.
   const auto& child = report.at("forks").at(0).at("child_cpu");
   EXPECT_EQ(finding->at("evidence").at("child_on_cpu_ms"), child.at("on_cpu_ms"));
-  EXPECT_NE(finding->at("text").get<std::string>().find("the child itself ran"), std::string::npos)
+  EXPECT_EQ(finding->at("evidence").at("behind_fork_child_ms"), w.at("fork_child_ms"));
+  EXPECT_NE(finding->at("text").get<std::string>().find("its CPU was held by the fork's child"), std::string::npos)
       << finding->at("text");
 }
 
@@ -124,5 +142,12 @@ TEST(MainThread, AsleepWhileItsChildRanIsOffCpu) {
   EXPECT_LT(t.at("runqueue_ms").get<double>(), 0.05 * t.at("span_ms").get<double>()) << t.dump();
   EXPECT_GE(t.at("off_cpu_ms").get<double>(), 0.9 * kChildMs) << t.dump();
   expect_child_cpu(report, child_cpu_ms);
+  // Asleep, it waited behind nothing for long, least of all its child.
+  const auto w = waited_behind(report, false);
+  ASSERT_TRUE(w.is_object());
+  const double waited = w.at("fork_child_ms").get<double>() + w.at("own_threads_ms").get<double>() +
+                        w.at("other_processes_ms").get<double>() + w.at("idle_cpu_ms").get<double>();
+  EXPECT_LT(waited, 0.05 * t.at("span_ms").get<double>()) << w.dump();
+  EXPECT_LT(w.at("fork_child_ms").get<double>(), 5.0) << w.dump();
   for (const auto& f : report.at("findings")) EXPECT_NE(f.at("id"), "cpu_wait_in_fork") << f.dump(1);
 }

@@ -130,6 +130,11 @@ bool Correlator::settled(const Partial& p, uint64_t now_ns) const {
 
 ForkEpisode Correlator::complete(const Partial& p) const {
   ForkEpisode f = episode_from_kernel(p.ep);
+  if (options_.cpu_waits && f.exit_ts_ns) {
+    const auto ms = [](uint64_t ns) { return static_cast<double>(ns) / 1e6; };
+    const auto& w = p.ep.main_wait;
+    f.main_wait = ForkEpisode::CpuWait{ms(w.child_ns), ms(w.threads_ns), ms(w.others_ns), ms(w.idle_ns)};
+  }
   if (!f.fork_duration_us && p.fork_duration_us) f.fork_duration_us = p.fork_duration_us;
   if (f.reason == Reason::unknown && !timeline_.empty()) {
     f.reason = reason_from_redis(timeline_, f.fork_ts_ns, f.exit_ts_ns, options_.repl_diskless_sync);

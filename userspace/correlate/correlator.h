@@ -40,6 +40,8 @@ struct CorrelatorOptions {
   bool kernel_splits = false;
   // Redis is polled: an episode the uprobes did not name waits for a poll after its child's exit.
   bool redis_polled = false;
+  // The sched family ran: each closed episode says what held the CPU while the main thread waited.
+  bool cpu_waits = false;
   // repl-diskless-sync ("yes"/"no"/"") until a snapshot says otherwise.
   std::string repl_diskless_sync{};
   // A long-running consumer (the daemon): keep the INFO and vmstat history only back to the oldest

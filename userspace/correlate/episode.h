@@ -97,6 +97,14 @@ struct ForkEpisode {
   // The process's main thread (Redis's event loop) over the fork's window and the window before;
   // unset without the samples around it.
   std::optional<ThreadTime> main_thread_during, main_thread_before;
+  // What held the CPU whose run queue the main thread waited in, over the child's life exactly (the
+  // sched family, bpf/sched.bpf.c), ms: the fork's child, the server's other threads, other
+  // processes, nothing (an idle CPU waking up to run it). Unset without that family.
+  struct CpuWait {
+    double child_ms = 0, threads_ms = 0, others_ms = 0, idle_ms = 0;
+    double total_ms() const { return child_ms + threads_ms + others_ms + idle_ms; }
+  };
+  std::optional<CpuWait> main_wait;
   // The fork child's own scheduler clocks at its exit (the kernel's, read as it exits): its time on a
   // CPU and its time runnable, waiting for one. On a host with few CPUs the child, serialising the
   // dataset, competes with the main thread for them. Unset while it lives.

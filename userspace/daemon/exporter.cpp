@@ -177,6 +177,12 @@ void Exporter::export_counters(Target& t, const thptrace_target& k) {
   const uint64_t splits = kernel_splits_ ? k.faults.thp_splits - t.last.faults.thp_splits : 0;
   metrics_.add_thp(t.label, splits, k.thp_collapses - t.last.thp_collapses);
   metrics_.add_untracked_forks(t.label, k.untracked_forks - t.last.untracked_forks);
+  if (modes_.sched.mode != tracer::Mode::unavailable) {
+    const auto& now = k.main_wait;
+    const auto& was = t.last.main_wait;
+    metrics_.add_main_thread_cpu_wait(t.label, {now.child_ns - was.child_ns, now.threads_ns - was.threads_ns,
+                                                now.others_ns - was.others_ns, now.idle_ns - was.idle_ns});
+  }
   t.last = k;
   // With every fork exported, the faults that are not its copies are reuse: pages written after the
   // child's exit (or before any fork) that the kernel took over without copying. Counted only then,

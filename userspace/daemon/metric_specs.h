@@ -189,6 +189,12 @@ inline constexpr auto kMetrics = [] {
        .help = "Time of the watched process's main thread (Redis's event loop) by state (on_cpu: running; "
                "runqueue: runnable, waiting for a CPU) and phase (fork while a fork child of it lived, idle "
                "otherwise), from its scheduler clocks (/proc/PID/task/PID/schedstat) at each reading."},
+      {.name = "thptrace_main_thread_cpu_wait_seconds_total",
+       .type = MetricType::counter,
+       .owner = Owner::target,
+       .help = "Time the watched process's main thread was runnable and waited for a CPU, by what held the CPU "
+               "whose run queue it waited in (fork_child, own_threads, other_processes, idle_cpu: the wake-up's "
+               "own latency), counted in the kernel at each context switch (the sched family)."},
       {.name = "thptrace_fork_child_cpu_seconds_total",
        .type = MetricType::counter,
        .owner = Owner::target,

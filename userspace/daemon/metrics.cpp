@@ -332,6 +332,13 @@ void Metrics::add_main_thread(const std::string& t, bool during_fork, double on_
       .Increment(runqueue_ns / 1e9);
 }
 
+void Metrics::add_main_thread_cpu_wait(const std::string& t, const thptrace_cpu_wait& ns) {
+  for (const auto& [held_by, v] : {std::pair{"fork_child", ns.child_ns}, std::pair{"own_threads", ns.threads_ns},
+                                   std::pair{"other_processes", ns.others_ns}, std::pair{"idle_cpu", ns.idle_ns}})
+    counter<"thptrace_main_thread_cpu_wait_seconds_total">(of(t, {{"held_by", held_by}}))
+        .Increment(static_cast<double>(v) / 1e9);
+}
+
 void Metrics::add_reuse_faults(const std::string& t, uint64_t n) {
   counter<"thptrace_reuse_faults_total">(of(t)).Increment(static_cast<double>(n));
 }

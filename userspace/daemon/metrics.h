@@ -109,6 +109,8 @@ class Metrics {
   void add_reuse_faults(const std::string& target, uint64_t n);
   // The main thread's time since the last reading: on a CPU and waiting for one.
   void add_main_thread(const std::string& target, bool during_fork, double on_cpu_ns, double runqueue_ns);
+  // The main thread's wait for a CPU by what held it (the sched family's counters' growth).
+  void add_main_thread_cpu_wait(const std::string& target, const thptrace_cpu_wait& ns);
   void add_thp(const std::string& target, uint64_t splits, uint64_t collapses);
   void add_dropped(uint64_t n);
   void set_memory(const std::string& target, uint64_t rss_bytes, uint64_t anon_huge_bytes, std::optional<bool> thp_enabled);

@@ -9,10 +9,14 @@
 #include "../../bpf/thptrace.h"
 
 static_assert(sizeof(thptrace_faults) == 8 * 5 + 8 * THPTRACE_LAT_SLOTS, "fault counters layout");
-static_assert(sizeof(thptrace_episode) == 24 + 8 * 15 + sizeof(thptrace_faults), "episode layout");
+static_assert(sizeof(thptrace_cpu_wait) == 8 * 4, "CPU wait layout");
+static_assert(sizeof(thptrace_episode) == 24 + 8 * 15 + sizeof(thptrace_cpu_wait) + sizeof(thptrace_faults),
+              "episode layout");
 static_assert(offsetof(thptrace_episode, fork_ts_ns) == 24, "episode layout");
-static_assert(offsetof(thptrace_episode, faults) == 24 + 8 * 15, "episode layout");
-static_assert(sizeof(thptrace_target) == 4 * THPTRACE_MAX_ACTIVE + 8 * 9 + sizeof(thptrace_faults), "target layout");
+static_assert(offsetof(thptrace_episode, faults) == 24 + 8 * 15 + sizeof(thptrace_cpu_wait), "episode layout");
+static_assert(sizeof(thptrace_target) ==
+                  4 * THPTRACE_MAX_ACTIVE + 8 * 9 + sizeof(thptrace_cpu_wait) + 16 + sizeof(thptrace_faults),
+              "target layout");
 static_assert(offsetof(thptrace_event, episode) == 48, "event layout");
 static_assert(offsetof(thptrace_event, episode) == THPTRACE_EVENT_HEAD_BYTES, "event head");
 static_assert(sizeof(thptrace_event) == 48 + sizeof(thptrace_episode), "event layout");
@@ -54,6 +58,11 @@ inline void add_faults(thptrace_faults& into, const thptrace_faults& from) {
   X(thp_splits, faults.thp_splits) \
   X(fault_ns_total, faults.ns_total) \
   X(fault_ns_count, faults.ns_count)
+#define THPTRACE_CPU_WAIT_FIELDS(X) \
+  X(main_wait_child_ns, main_wait.child_ns) \
+  X(main_wait_threads_ns, main_wait.threads_ns) \
+  X(main_wait_others_ns, main_wait.others_ns) \
+  X(main_wait_idle_ns, main_wait.idle_ns)
 #define THPTRACE_EPISODE_FIELDS(X) \
   X(parent_tgid, parent_tgid) \
   X(child_pid, child_pid) \
@@ -74,7 +83,8 @@ inline void add_faults(thptrace_faults& into, const thptrace_faults& from) {
   X(child_wchar, child_wchar) \
   X(child_write_bytes, child_write_bytes) \
   X(child_cpu_ns, child_cpu_ns) \
-  X(child_runqueue_ns, child_runqueue_ns)
+  X(child_runqueue_ns, child_runqueue_ns) \
+  THPTRACE_CPU_WAIT_FIELDS(X)
 #define THPTRACE_TARGET_FIELDS(X) \
   THPTRACE_FAULT_FIELDS(X) \
   X(child_cow_faults, child_cow_faults) \
@@ -85,7 +95,8 @@ inline void add_faults(thptrace_faults& into, const thptrace_faults& from) {
   X(compaction_ns, compaction_ns) \
   X(reclaim_stalls, reclaim_stalls) \
   X(reclaim_ns, reclaim_ns) \
-  X(untracked_forks, untracked_forks)
+  X(untracked_forks, untracked_forks) \
+  THPTRACE_CPU_WAIT_FIELDS(X)
 #define THPTRACE_EVENT_FIELDS(X) \
   X(type, type) \
   X(tgid, tgid) \
@@ -101,14 +112,16 @@ inline void add_faults(thptrace_faults& into, const thptrace_faults& from) {
 #define THPTRACE_SIZE_IN_EPISODE(name, m) +sizeof(thptrace_episode{}.m)  // NOLINT(bugprone-macro-parentheses)
 #define THPTRACE_SIZE_IN_TARGET(name, m) +sizeof(thptrace_target{}.m)    // NOLINT(bugprone-macro-parentheses)
 #define THPTRACE_SIZE_IN_EVENT(name, m) +sizeof(thptrace_event{}.m)      // NOLINT(bugprone-macro-parentheses)
-// Left out: tracked and based (the kernel's own bookkeeping), the arrays (written apart), and an
+// Left out: tracked and based, a target's main_wait_charged_ns and main_wait_cpu (the kernel's own
+// bookkeeping), the arrays (written apart), and an
 // event's episode (written apart, for EV_CHILD_EXIT only).
 static_assert(0 THPTRACE_EPISODE_FIELDS(THPTRACE_SIZE_IN_EPISODE) + sizeof(thptrace_episode::tracked) +
                       sizeof(thptrace_episode::based) + sizeof(thptrace_faults::lat) ==
                   sizeof(thptrace_episode),
               "THPTRACE_EPISODE_FIELDS lists every field of thptrace_episode");
 static_assert(0 THPTRACE_TARGET_FIELDS(THPTRACE_SIZE_IN_TARGET) + sizeof(thptrace_target::active) +
-                      sizeof(thptrace_faults::lat) ==
+                      sizeof(thptrace_faults::lat) + sizeof(thptrace_target::main_wait_charged_ns) +
+                      sizeof(thptrace_target::main_wait_cpu) + sizeof(thptrace_target::main_wait_pad) ==
                   sizeof(thptrace_target),
               "THPTRACE_TARGET_FIELDS lists every field of thptrace_target");
 static_assert(0 THPTRACE_EVENT_FIELDS(THPTRACE_SIZE_IN_EVENT) + sizeof(thptrace_event::episode) ==

@@ -24,7 +24,7 @@ constexpr const char* mode_name(Mode m) {
   return "unavailable";
 }
 
-enum class Family { fork, cow_fault, thp, stall, redis, kernel_copies, disk };
+enum class Family { fork, cow_fault, thp, stall, redis, kernel_copies, disk, sched };
 
 struct FamilyInfo {
   Family family;
@@ -35,7 +35,7 @@ struct FamilyInfo {
 };
 
 // In the order every listing uses.
-inline constexpr std::array<FamilyInfo, 7> kFamilies = {{
+inline constexpr std::array<FamilyInfo, 8> kFamilies = {{
     {Family::fork,
      "fork",
      "sched_process_fork/exit; sys_enter/exit for clone timing; a uprobe pair on libc fork()",
@@ -64,6 +64,10 @@ inline constexpr std::array<FamilyInfo, 7> kFamilies = {{
      "disk",
      "fentry/fexit on the fsync, fdatasync, sync_file_range and write system calls, else sys_enter/sys_exit",
      {Mode::fentry, Mode::tp_btf, Mode::raw_tp}},
+    {Family::sched,
+     "sched",
+     "sched_switch, sched_wakeup: what held the CPU while the main thread waited for one",
+     {Mode::tp_btf, Mode::raw_tp, Mode::unavailable}},
 }};
 
 constexpr const FamilyInfo& family_info(Family f) {
@@ -73,7 +77,9 @@ constexpr const FamilyInfo& family_info(Family f) {
 }
 
 // A family that recordings and reports from before it existed lack: read as unavailable, as it was.
-constexpr bool family_is_optional(Family f) { return f == Family::kernel_copies || f == Family::disk; }
+constexpr bool family_is_optional(Family f) {
+  return f == Family::kernel_copies || f == Family::disk || f == Family::sched;
+}
 
 // The mode after m in f's chain: where f goes when the kernel refuses its programs in mode m.
 constexpr Mode next_mode(Family f, Mode m) {

@@ -34,6 +34,8 @@ struct AttachModes {
   // Whether the disk family may take the syscall tracepoints (--disk on): where it may not, a family
   // whose fentry programs the kernel refuses goes off rather than down its chain.
   bool disk_tracepoints = false;
+  // Context switches and wake-ups: what held the CPU while a watched main thread waited for one.
+  FamilyChoice sched;
   bool forced_fallback = false;
   // Non-empty when the kernel lacks something every capture needs (below the minimum kernel): one
   // sentence naming it. The Tracer refuses to start with it.
@@ -53,6 +55,7 @@ struct AttachModes {
       case Family::redis: return m.redis;
       case Family::kernel_copies: return m.kernel_copies;
       case Family::disk: return m.disk;
+      case Family::sched: return m.sched;
     }
     return m.redis;
   }

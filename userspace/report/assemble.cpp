@@ -277,6 +277,7 @@ Report assemble(const CaptureInputs& in) {
   const bool kernel_splits = in.probes.cow_fault.mode == tracer::Mode::fentry;
   correlate::CorrelatorOptions options;
   options.kernel_splits = kernel_splits;
+  options.cpu_waits = in.probes.sched.mode != tracer::Mode::unavailable;
   correlate::Correlator correlator(static_cast<uint32_t>(in.pid), options);
   for (const auto& e : in.events) correlator.on_event(e);
   for (const auto& ep : in.final_episodes) correlator.on_final_episode(ep);

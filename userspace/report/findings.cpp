@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <optional>
@@ -518,11 +519,23 @@ void cpu_wait_findings(const Report& r, std::vector<Draft>& f) {
   const double share = d.span_ms > 0 ? d.runqueue_ms / d.span_ms : 0;
   const double share_before = b && b->span_ms > 0 ? b->runqueue_ms / b->span_ms : 0;
   if (d.runqueue_ms < kCpuWaitMs || share < kCpuWaitShare || (b && share < kCpuWaitRise * share_before)) return;
-  // Who ran instead, as far as the kernel's clocks tell: the child's own time on a CPU.
+  // Who ran instead: what held the CPU it waited for (the sched family), largest first; else as far as
+  // the kernel's clocks tell, the child's own time on a CPU.
   const auto& child = worst->child_cpu;
-  const std::string who = child ? fmt::format(" while the child itself ran {:.0f} ms on a CPU over its {:.0f} ms life",
-                                              child->on_cpu_ms, worst->child_lifetime_ms.value_or(d.span_ms))
-                                : std::string(" and another thread ran, the fork's child or other work of the host");
+  std::string who = child ? fmt::format(" while the child itself ran {:.0f} ms on a CPU over its {:.0f} ms life",
+                                        child->on_cpu_ms, worst->child_lifetime_ms.value_or(d.span_ms))
+                          : std::string(" and another thread ran, the fork's child or other work of the host");
+  if (const auto& w = worst->main_wait; w && w->total_ms() > 0) {
+    std::vector<std::pair<double, const char*>> holders = {{w->child_ms, "the fork's child"},
+                                                           {w->others_ms, "other processes"},
+                                                           {w->threads_ms, "the server's other threads"},
+                                                           {w->idle_ms, "an idle CPU waking"}};
+    std::stable_sort(holders.begin(), holders.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::vector<std::string> named;
+    for (const auto& [ms, name] : holders)
+      if (ms >= 0.05) named.push_back(fmt::format("{} {:.1f} ms", name, ms));
+    who = fmt::format(", and its CPU was held by {}", fmt::join(named, ", "));
+  }
   ordered_json evidence = {{"child_pid", worst->child_pid},
                            {"runqueue_ms", d.runqueue_ms},
                            {"on_cpu_ms", d.on_cpu_ms},
@@ -530,6 +543,12 @@ void cpu_wait_findings(const Report& r, std::vector<Draft>& f) {
                            {"runqueue_ms_before", b ? ordered_json(b->runqueue_ms) : ordered_json(nullptr)},
                            {"span_ms_before", b ? ordered_json(b->span_ms) : ordered_json(nullptr)}};
   if (child) evidence["child_on_cpu_ms"] = child->on_cpu_ms;
+  if (const auto& w = worst->main_wait) {
+    evidence["behind_fork_child_ms"] = w->child_ms;
+    evidence["behind_own_threads_ms"] = w->threads_ms;
+    evidence["behind_other_processes_ms"] = w->others_ms;
+    evidence["behind_idle_cpu_ms"] = w->idle_ms;
+  }
   f.push_back(
       {Priority::cause,
        fmt::format("The main thread waited {:.1f} ms for a CPU while the {} fork's child lived (child {}: "

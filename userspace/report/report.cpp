@@ -216,6 +216,20 @@ std::optional<correlate::ThreadTime> thread_time_from(const json& v) {
                                v.at("runqueue_ms").get<double>(), v.at("off_cpu_ms").get<double>()};
 }
 
+ordered_json cpu_wait_json(const std::optional<correlate::ForkEpisode::CpuWait>& w) {
+  if (!w) return nullptr;
+  return {{"fork_child_ms", w->child_ms},
+          {"own_threads_ms", w->threads_ms},
+          {"other_processes_ms", w->others_ms},
+          {"idle_cpu_ms", w->idle_ms}};
+}
+
+std::optional<correlate::ForkEpisode::CpuWait> cpu_wait_from(const json& v) {
+  if (v.is_null()) return std::nullopt;
+  return correlate::ForkEpisode::CpuWait{v.at("fork_child_ms").get<double>(), v.at("own_threads_ms").get<double>(),
+                                         v.at("other_processes_ms").get<double>(), v.at("idle_cpu_ms").get<double>()};
+}
+
 // In the order the report writes them.
 const std::vector<ForkField>& fork_fields() {
   using E = correlate::ForkEpisode;
@@ -284,11 +298,13 @@ const std::vector<ForkField>& fork_fields() {
       {"main_thread",
        [](const E& e, const ForkContext&) {
          return ordered_json{{"during", thread_time_json(e.main_thread_during)},
-                             {"before", thread_time_json(e.main_thread_before)}};
+                             {"before", thread_time_json(e.main_thread_before)},
+                             {"waited_behind", cpu_wait_json(e.main_wait)}};
        },
        [](const json& v, const ForkContext&, E& e) {
          e.main_thread_during = thread_time_from(v.at("during"));
          e.main_thread_before = thread_time_from(v.at("before"));
+         if (const auto w = v.find("waited_behind"); w != v.end()) e.main_wait = cpu_wait_from(*w);
        },
        nullptr, true},
       {"child_cpu",

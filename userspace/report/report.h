@@ -103,7 +103,7 @@ inline constexpr double kHeadroomWarnShare = 0.20;
 
 // The shape of the JSON report, MAJOR.MINOR: MINOR grows when keys are added, MAJOR with any other
 // change (a key renamed, removed or given another meaning). docs/guide/report.md has the policy.
-inline constexpr const char* kReportVersion = "2.4";
+inline constexpr const char* kReportVersion = "2.5";
 
 struct Report {
   std::string version;

@@ -73,6 +73,14 @@ std::string main_thread_line(const correlate::ThreadTime& d, const std::optional
   return out;
 }
 
+// What held the main thread's CPU while it waited for it, over the child's life (the sched family).
+std::string main_wait_line(const correlate::ForkEpisode::CpuWait& w) {
+  return fmt::format(
+      "           it waited {:.1f} ms behind: its fork child {:.1f} ms, its own threads {:.1f} ms, other processes "
+      "{:.1f} ms, an idle CPU waking {:.1f} ms",
+      w.total_ms(), w.child_ms, w.threads_ms, w.others_ms, w.idle_ms);
+}
+
 std::string fsync_line(const correlate::FsyncWindow& d, const std::optional<correlate::FsyncWindow>& b) {
   using K = std::optional<correlate::FsyncLatency> correlate::FsyncWindow::*;
   const std::array<std::pair<const char*, K>, 3> kinds = {{{"main", &correlate::FsyncWindow::main},
@@ -259,6 +267,7 @@ void fork_lines(const Report& r, const Line& line) {
       if (r.client_probe && e.client_latency_during)
         line(client_latency_line(*e.client_latency_during, e.client_latency_before, r.client_probe->client_timeout_us));
       if (e.main_thread_during) line(main_thread_line(*e.main_thread_during, e.main_thread_before));
+      if (e.main_wait) line(main_wait_line(*e.main_wait));
       if (e.child_cpu)
         line(fmt::format("           its child: on a CPU {:.1f} ms, waiting for a CPU {:.1f} ms",
                          e.child_cpu->on_cpu_ms, e.child_cpu->runqueue_ms));

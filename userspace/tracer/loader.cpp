@@ -112,6 +112,10 @@ std::vector<ProgramSet> program_table(::thptrace_bpf* s) {
       {p.disk_range_fexit, F::disk, Mode::fentry},
       {p.disk_write_fentry, F::disk, Mode::fentry},
       {p.disk_write_fexit, F::disk, Mode::fentry},
+      {p.switch_btf, F::sched, Mode::tp_btf},
+      {p.switch_raw, F::sched, Mode::raw_tp},
+      {p.wakeup_btf, F::sched, Mode::tp_btf},
+      {p.wakeup_raw, F::sched, Mode::raw_tp},
   };
 }
 

@@ -283,6 +283,7 @@ AttachModes choose_modes(bool force_fallback, const RedisScope& redis, DiskTraci
   r.stall = tracepoint_family(
       fp, force_fallback, r.btf,
       {"mm_compaction_begin", "mm_compaction_end", "mm_vmscan_direct_reclaim_begin", "mm_vmscan_direct_reclaim_end"});
+  r.sched = tracepoint_family(fp, force_fallback, r.btf, {"sched_switch", "sched_wakeup"});
   r.disk_tracepoints = disk == DiskTracing::on;
   r.disk = disk_choice(fp, force_fallback, r.btf, disk);
   r.task_storage = fp.task_storage();
