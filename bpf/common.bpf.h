@@ -91,6 +91,22 @@ const volatile __u64 sample_wakeup_bytes __weak = 0;
  * thptrace_copy_sample_dwarf). */
 const volatile bool dwarf_stacks __weak = false;
 
+/* Tracked fork children alive now, of every watched process: the sched family's programs do nothing
+ * while it is 0, and userspace attaches them only while it is not (Tracer::poll). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} live_forks SEC(".maps") __weak;
+
+static __always_inline __u64 *live_forks_count(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&live_forks, &zero);
+}
+
 /* Ring-buffer records that did not fit, per CPU. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -510,7 +526,10 @@ static __always_inline void cpu_wait_charge(struct thptrace_target *tgt, enum cp
 		return;
 	tgt->main_wait_charged_ns = now;
 	cpu_wait_add(&tgt->main_wait, who, now - since);
-	for_each_active_episode(tgt, ep, { cpu_wait_add(&ep->main_wait, who, now - since); });
+	/* An episode gets no time from before its fork (a wait the programs began and never ended). */
+	for_each_active_episode(tgt, ep, {
+		cpu_wait_add(&ep->main_wait, who, since > ep->fork_ts_ns ? now - since : now - ep->fork_ts_ns);
+	});
 }
 
 #endif /* THPTRACE_COMMON_BPF_H */

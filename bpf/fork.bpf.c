@@ -113,8 +113,15 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 		 * fires before wake_up_new_task(). */
 		if (ch)
 			__sync_fetch_and_add(&ch->slow, 1);
+		__u64 *live = live_forks_count();
+
+		/* The parent's main thread runs (it is in its fork call): no wait of it is open. */
+		tgt->main_wait_charged_ns = 0;
 		if (mine) {
 			mine->tracked = 1;
+			/* Given back by close_episode, which sees tracked. */
+			if (live)
+				__sync_fetch_and_add(live, 1);
 			if (h && h->tgid == ptgid) {
 				episode_add_pcpu(mine, h->pcpu_slot, (__u64)-1);
 				mine->based = 1;
@@ -229,9 +236,13 @@ static __always_inline void close_episode(__u32 pid, struct task_struct *p)
 	/* Give back the child's slow-path reference whether or not the parent is still watched: a
 	 * parent unwatched while its child lives would otherwise leave the child's line slow. */
 	if (ep->tracked) {
+		__u64 *live = live_forks_count();
+
 		h = hot_of(pid);
 		if (h)
 			__sync_fetch_and_sub(&h->slow, 1);
+		if (live)
+			__sync_fetch_and_sub(live, 1);
 	}
 	tgt = bpf_map_lookup_elem(&targets, &ptgid);
 	if (tgt) {

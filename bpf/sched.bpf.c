@@ -6,8 +6,11 @@
  * was switched out; the switch that runs it ends the wait. Counted in the kernel (struct
  * thptrace_cpu_wait, in the target and each live episode); nothing travels the ring buffer.
  *
- * sched_switch fires at every context switch of the machine: the path for a CPU where no watched
- * thread waits is one array read and, for a switched-out or switched-in main thread, one more. */
+ * sched_switch fires at every context switch of the machine, sched_wakeup at every wake-up: at 180 to
+ * 260 ns a run here with everything they do, they are attached only while a watched process has a
+ * fork child (Tracer::poll, on the fork's record), and return at once while none has (live_forks).
+ * Then a switch costs, on a CPU where no watched main thread waits, the reads of the two tasks' pids
+ * (plain loads under tp_btf; bpf_probe_read_kernel under raw_tp) and of their hot lines. */
 #include "common.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -49,12 +52,23 @@ static __always_inline bool task_runnable(struct task_struct *t)
 	return BPF_CORE_READ(t, __state) == 0;
 }
 
-/* The target whose main thread t is, or NULL. */
-static __always_inline struct thptrace_target *main_of(struct task_struct *t, __u32 *tgid)
-{
-	__u32 pid = BPF_CORE_READ(t, pid);
+/* A task's pid and tgid: plain loads where the program's arguments are typed (tp_btf), else read. */
+#define TASK_ID(btf, t, field) ((btf) ? (t)->field : BPF_CORE_READ(t, field))
 
-	*tgid = BPF_CORE_READ(t, tgid);
+/* Whether any tracked fork child lives: the programs have nothing to do otherwise. */
+static __always_inline bool forks_live(void)
+{
+	__u64 *live = live_forks_count();
+
+	return live && *live;
+}
+
+/* The target whose main thread t is, or NULL. */
+static __always_inline struct thptrace_target *main_of(struct task_struct *t, __u32 *tgid, bool btf)
+{
+	__u32 pid = TASK_ID(btf, t, pid);
+
+	*tgid = TASK_ID(btf, t, tgid);
 	if (pid != *tgid || !pid || !maybe_watched(*tgid))
 		return NULL;
 	return bpf_map_lookup_elem(&targets, tgid);
@@ -62,10 +76,10 @@ static __always_inline struct thptrace_target *main_of(struct task_struct *t, __
 
 /* What t is to the target tgt (of process tgid): its fork child, one of its threads, or another. */
 static __always_inline enum cpu_wait_holder holder_of(struct task_struct *t, struct thptrace_target *tgt,
-						      __u32 tgid)
+						      __u32 tgid, bool btf)
 {
-	__u32 pid = BPF_CORE_READ(t, pid);
-	__u32 owner = BPF_CORE_READ(t, tgid);
+	__u32 pid = TASK_ID(btf, t, pid);
+	__u32 owner = TASK_ID(btf, t, tgid);
 
 	if (!pid)
 		return HELD_BY_IDLE;
@@ -93,12 +107,15 @@ static __always_inline void wait_begin(struct thptrace_target *tgt, __u32 tgid, 
 	*slot = tgid;
 }
 
-static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next)
+static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next, bool btf)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct thptrace_target *tgt;
 	__u32 *slot, tgid;
 	__u64 now = 0;
+
+	if (!forks_live())
+		return 0;
 
 	/* A main thread that waits on this CPU: charge what ran here since the last switch. */
 	slot = bpf_map_lookup_elem(&cpu_waiter, &cpu);
@@ -107,22 +124,22 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 		tgt = bpf_map_lookup_elem(&targets, &tgid);
 		if (!tgt || !tgt->main_wait_charged_ns || tgt->main_wait_cpu != cpu) {
 			*slot = 0; /* it ran elsewhere, or is no longer watched */
-		} else if (BPF_CORE_READ(prev, pid) == tgid) {
+		} else if (TASK_ID(btf, prev, pid) == tgid) {
 			tgt->main_wait_charged_ns = 0; /* it was running, not waiting */
 			*slot = 0;
 		} else {
 			now = bpf_ktime_get_ns();
-			cpu_wait_charge(tgt, holder_of(prev, tgt, tgid), now);
+			cpu_wait_charge(tgt, holder_of(prev, tgt, tgid, btf), now);
 		}
 	}
 
 	/* The main thread runs: its wait, wherever it began, ends here, charged up to now to what ran
 	 * here last (a thread pulled from another CPU's queue is charged to this one's). */
-	tgt = main_of(next, &tgid);
+	tgt = main_of(next, &tgid, btf);
 	if (tgt && tgt->main_wait_charged_ns) {
 		if (!now)
 			now = bpf_ktime_get_ns();
-		cpu_wait_charge(tgt, holder_of(prev, tgt, tgid), now);
+		cpu_wait_charge(tgt, holder_of(prev, tgt, tgid, btf), now);
 		tgt->main_wait_charged_ns = 0;
 		if (slot && *slot == tgid)
 			*slot = 0;
@@ -136,20 +153,22 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 	}
 
 	/* The main thread leaves the CPU still runnable (preempted, or yielding): it waits here. */
-	tgt = main_of(prev, &tgid);
+	tgt = main_of(prev, &tgid, btf);
 	if (tgt && (preempt || task_runnable(prev)))
 		wait_begin(tgt, tgid, cpu, now ? now : bpf_ktime_get_ns());
 	return 0;
 }
 
-static __always_inline int on_wakeup(struct task_struct *p)
+static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 {
 	struct thptrace_target *tgt;
 	__u32 tgid;
 
+	if (!forks_live())
+		return 0;
 	/* A wake-up of a thread still on its CPU (woken before it slept) or already queued (preempted,
 	 * then woken) starts no wait. */
-	tgt = main_of(p, &tgid);
+	tgt = main_of(p, &tgid, btf);
 	if (tgt && !tgt->main_wait_charged_ns && !BPF_CORE_READ(p, on_cpu))
 		wait_begin(tgt, tgid, task_cpu_of(p), bpf_ktime_get_ns());
 	return 0;
@@ -160,24 +179,24 @@ static __always_inline int on_wakeup(struct task_struct *p)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(preempt, prev, next);
+	return on_switch(preempt, prev, next, true);
 }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(preempt, prev, next);
+	return on_switch(preempt, prev, next, false);
 }
 
 /* Fires once the woken task is on its CPU's run queue, with that CPU as its task_cpu. */
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(wakeup_btf, struct task_struct *p)
 {
-	return on_wakeup(p);
+	return on_wakeup(p, true);
 }
 
 SEC("raw_tp/sched_wakeup")
 int BPF_PROG(wakeup_raw, struct task_struct *p)
 {
-	return on_wakeup(p);
+	return on_wakeup(p, false);
 }

@@ -19,12 +19,17 @@
 # programs on those hooks (tests/bench/empty_progs), no capture: what being attached there costs at all.
 # With PEER_HZ (e.g. 10) a control arm runs no BPF at all, only a process that wakes PEER_HZ times a
 # second: what any periodic process beside the work costs on this machine.
-# Then, unless STATS=0, where the time goes: the COW work once more under a capture with
-# kernel.bpf_stats_enabled on (for that run only), and each of the capture's programs that ran, with
-# its runs and run_time_ns per run and per COW fault of the unrelated process.
+# Then, unless STATS=0, where the time goes: one work (STATS_WORK, default cow; pipe for the sched
+# family's context-switch programs) once more under a capture with kernel.bpf_stats_enabled on (for
+# that run only), and each of the capture's programs that ran, with its runs and run_time_ns per run
+# and per operation of the unrelated process.
+# With FORK_LIVE=1 the watched Redis has a fork child alive through every traced measurement (a
+# BGSAVE slowed by rdb-key-save-delay, started once the capture is tracing): what the host pays while
+# a fork of a watched process lives, when the sched family's programs are attached (they are not
+# otherwise).
 # Usage (root): tests/bench/host_overhead.sh [BUILD_DIR]    BUILD_DIR defaults to <repo>/build.
 # Tunables (environment): RUNS=5 ROUNDS=3 GETPPID_N=2000000 WRITE_N=1000000 PIPE_N=50000 MIB=256 THPTRACE_BIN
-#   BASELINE_BIN EMPTY_HOOKS PEER_HZ STATS=1 WORKS="getppid write pipe touch cow" (a subset runs alone) PIN_CPU (a
+#   BASELINE_BIN EMPTY_HOOKS PEER_HZ STATS=1 STATS_WORK=cow WORKS="getppid write pipe touch cow" (a subset runs alone) PIN_CPU (a
 #   CPU to run the unrelated work on, e.g. 1: both ends of the pipe then share it, which takes out the
 #   bimodal cross-CPU wake-ups; thptrace and Redis stay free to run anywhere).
 set -euo pipefail
@@ -74,7 +79,36 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 port=$(bench_free_port 6420)
-bench_start_redis "$port" "$work"
+bench_start_redis "$port" "$work" --enable-debug-command local
+fork_live=${FORK_LIVE:-0}
+if [ "$fork_live" = 1 ]; then
+  # 20,000 keys saved 5 ms apart: a child that lives 100 s unless ended (BGSAVE CANCEL is Redis 8's).
+  redis-cli -p "$port" debug populate 20000 >/dev/null
+  redis-cli -p "$port" config set rdb-key-save-delay 5000 >/dev/null
+fi
+# While FORK_LIVE=1: a BGSAVE child alive from now until end_fork.
+begin_fork() {
+  [ "$fork_live" = 1 ] || return 0
+  [ "$(redis-cli -p "$port" bgsave)" = "Background saving started" ] || die "BGSAVE did not start"
+  local i
+  for i in $(seq 1 50); do
+    [ "$(redis-cli -p "$port" info persistence | tr -d '\r' | sed -n 's/^rdb_bgsave_in_progress://p')" = 1 ] && return 0
+    sleep 0.1
+  done
+  die "the BGSAVE did not start"
+}
+end_fork() {
+  [ "$fork_live" = 1 ] || return 0
+  local child
+  # SIGUSR1: how Redis itself ends a child it no longer wants (it ignores SIGTERM while saving).
+  child=$(pgrep -P "$BENCH_REDIS_PID" || true)
+  [ -z "$child" ] || kill -USR1 "$child" 2>/dev/null || true
+  for _ in $(seq 1 50); do
+    [ "$(redis-cli -p "$port" info persistence | tr -d '\r' | sed -n 's/^rdb_bgsave_in_progress://p')" = 0 ] && return 0
+    sleep 0.1
+  done
+  die "the BGSAVE child did not end"
+}
 
 start_capture() {  # start_capture COMMAND...: returns once its probes are attached
   "$@" >"$work/capture.out" 2>"$work/capture.err" &
@@ -96,6 +130,7 @@ stop_capture() {
 }
 
 read -r -a works <<<"${WORKS:-getppid write pipe touch cow}"
+stats_work=${STATS_WORK:-cow}
 arg_of() {
   case $1 in
     getppid) echo "$getppid_n" ;;
@@ -177,6 +212,7 @@ for r in $(seq 1 "$runs"); do
       *)
         # shellcheck disable=SC2046
         start_capture $(arm "$c")
+        begin_fork
         ;;
     esac
     measure "$c"
@@ -184,7 +220,10 @@ for r in $(seq 1 "$runs"); do
       untraced) ;;
       empty) stop_empty ;;
       peer) stop_peer ;;
-      *) stop_capture ;;
+      *)
+        end_fork
+        stop_capture
+        ;;
     esac
   done
   echo "  run $r done"
@@ -241,13 +280,15 @@ for p in json.load(sys.stdin):
 for c in default fallback; do
   # shellcheck disable=SC2046
   start_capture $(arm "$c")
+  begin_fork
   sysctl -q -w kernel.bpf_stats_enabled=1
   prog_stats "$cap_pid" >"$work/stats.before"
-  ns=$("${pin[@]}" "$work_bin" cow "$mib" 1)
+  ns=$("${pin[@]}" "$work_bin" "$stats_work" "$(arg_of "$stats_work")" 1)
   prog_stats "$cap_pid" >"$work/stats.after"
   sysctl -q -w kernel.bpf_stats_enabled="$stats_before"
+  end_fork
   stop_capture
-  python3 - "$work/stats.before" "$work/stats.after" "$c" "$mib" "$ns" <<'PY'
+  python3 - "$work/stats.before" "$work/stats.after" "$c" "$stats_work" "$(arg_of "$stats_work")" "$ns" <<'PY'
 import sys
 def load(path):
     out = {}
@@ -255,9 +296,12 @@ def load(path):
         i, name, cnt, ns = line.split()
         out[i] = (name, int(cnt), int(ns))
     return out
-before, after, arm, mib, fault_ns = load(sys.argv[1]), load(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
-faults = mib * 256
-print(f"\n{arm}: one COW run of the unrelated process ({faults} faults, {fault_ns:.0f} ns a fault with statistics on),"
+before, after, arm, work, arg, fault_ns = (load(sys.argv[1]), load(sys.argv[2]), sys.argv[3], sys.argv[4],
+                                          int(sys.argv[5]), float(sys.argv[6]))
+# Operations of one run: faults of MIB MiB, or the calls / round trips asked for.
+faults = arg * 256 if work in ('touch', 'cow') else arg
+op = {'cow': 'COW fault', 'touch': 'first touch', 'pipe': 'round trip'}.get(work, 'call')
+print(f"\n{arm}: one {work} run of the unrelated process ({faults} {op}s, {fault_ns:.0f} ns a {op} with statistics on),"
       " the capture's programs that ran meanwhile (runs are system-wide):")
 total = 0.0
 for i, (name, cnt, ns) in sorted(after.items(), key=lambda kv: -(kv[1][2] - before.get(kv[0], ("", 0, 0))[2])):
@@ -266,10 +310,10 @@ for i, (name, cnt, ns) in sorted(after.items(), key=lambda kv: -(kv[1][2] - befo
     if not runs:
         continue
     total += t
-    print(f"  {name:<18} runs {runs:>9}  {t / runs:7.1f} ns/run  {t / faults:7.1f} ns per COW fault")
-# The run also first-touches the memory (as many faults again, which leave the fault program after
+    print(f"  {name:<18} runs {runs:>9}  {t / runs:7.1f} ns/run  {t / faults:7.1f} ns per {op}")
+# A COW run also first-touches the memory (as many faults again, which leave the fault program after
 # its first compare): charged to the COW faults here, so this is an upper bound.
-print(f"  all programs: {total / faults:.1f} ns per COW fault = {100 * total / faults / fault_ns:.2f}% of a fault"
-      " (first touches included)")
+print(f"  all programs: {total / faults:.1f} ns per {op} = {100 * total / faults / fault_ns:.2f}% of one"
+      + (" (first touches included)" if work == 'cow' else ""))
 PY
 done

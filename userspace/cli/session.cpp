@@ -254,16 +254,19 @@ void CaptureSession::attach(const CaptureOptions& o, const CaptureTarget& target
     huge_alloc.why = why;
   }
   huge_alloc.mode = tracer_->huge_alloc_mode();
-  // Everything is loaded and attached: what is left is reading fds already held and /proc of the
-  // target (CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH for another user's process) and writing the JSON
-  // (CAP_DAC_OVERRIDE, where the operator pointed it).
+  // Everything is loaded and attached but the sched family, attached at each fork (it runs at every
+  // context switch of the machine, tracer/tracer.h): what is left is that (CAP_BPF),
+  // reading fds already held and /proc of the target (CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH for another
+  // user's process) and writing the JSON (CAP_DAC_OVERRIDE, where the operator pointed it).
   // Before Linux 5.19 (the change behind the unpriv_bpf_disabled selftest) kernel.unprivileged_bpf_disabled,
   // set by default on Debian, makes the bpf() syscall refuse every command without CAP_BPF or
   // CAP_SYS_ADMIN, even a read of a map whose fd is held; so the capture keeps CAP_BPF there, or the
   // final counters and episodes could not be read. Tried, not assumed: both are lowered from the
   // effective set, a map read, and raised again.
   std::vector<int> keep = {CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH, CAP_DAC_OVERRIDE};
-  if (set_effective({CAP_BPF, CAP_SYS_ADMIN}, false)) {
+  const bool sched = tracer_->modes().sched.mode != tracer::Mode::unavailable;
+  if (sched) keep.push_back(CAP_BPF);  // attaching a loaded program; CAP_PERFMON was for loading it
+  if (!sched && set_effective({CAP_BPF, CAP_SYS_ADMIN}, false)) {
     const bool readable = tracer_->maps_readable();
     set_effective({CAP_BPF, CAP_SYS_ADMIN}, true);
     if (!readable) {
@@ -402,6 +405,9 @@ void CaptureSession::take_final_figures(bool target_exited) {
     if (!inputs_.folios_end) log::debug("the target's memory by folio size at the end is not read: {}", why);
   }
   inputs_.cgroup_end = proc::read_memory_cgroup(inputs_.pid);
+  // The sched family attaches at each fork: where it could not, its figures are not in the report.
+  if (const auto& why = tracer_->sched_refused(); !why.empty())
+    inputs_.probes.sched = {tracer::Mode::unavailable, inputs_.probes.sched.why + "; at a fork: " + why};
   if (latency_probe_) {
     inputs_.probe_missed = latency_probe_->missed();
     inputs_.probe_dropped = latency_probe_->dropped();

@@ -232,6 +232,12 @@ uint64_t KernelCounters::copy_samples_dropped() const {
   return n;
 }
 
+uint64_t KernelCounters::live_forks() const {
+  const __u32 zero = 0;
+  __u64 n = 0;
+  return bpf_map_lookup_elem(bpf_map__fd(skel_->maps.live_forks), &zero, &n) == 0 ? n : 0;
+}
+
 uint64_t KernelCounters::dropped() const {
   const int ncpu = libbpf_num_possible_cpus();
   if (ncpu <= 0) return 0;

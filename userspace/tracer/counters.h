@@ -54,6 +54,8 @@ class KernelCounters {
   size_t target_count() const;
   uint64_t dropped() const;
   uint64_t copy_samples_dropped() const;
+  // Tracked fork children of watched processes alive now (the live_forks count); 0 when unreadable.
+  uint64_t live_forks() const;
   bool maps_readable() const;
 
  private:

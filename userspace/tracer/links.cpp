@@ -68,7 +68,7 @@ void Links::attach_kernel_programs() {
   bpf_program* prog = nullptr;
   bpf_object__for_each_program(prog, obj) {
     if (!bpf_program__autoload(prog) || prog == huge_alloc_prog_ ||
-        std::ranges::count(clone_syscall_programs(skel_), prog))
+        std::ranges::count(clone_syscall_programs(skel_), prog) || std::ranges::count(sched_programs(skel_), prog))
       continue;
     const char* sec = bpf_program__section_name(prog);
     if (std::strncmp(sec, "uprobe", 6) == 0 || std::strncmp(sec, "uretprobe", 9) == 0) continue;
@@ -244,12 +244,28 @@ bool Links::attach_libc_fork_pair(pid_t pid, std::string* why) {
   return true;
 }
 
+bool Links::attach_sched(std::string* why) {
+  if (!sched_links_.empty()) return true;
+  std::vector<LinkPtr> links;
+  for (bpf_program* prog : sched_programs(skel_)) {
+    if (!bpf_program__autoload(prog)) continue;
+    bpf_link* link = bpf_program__attach(prog);
+    if (!link) {
+      if (why) *why = std::string("cannot attach ") + bpf_program__name(prog) + ": " + std::strerror(errno);
+      return false;
+    }
+    links.emplace_back(link);
+  }
+  sched_links_ = std::move(links);
+  return true;
+}
+
 void Links::stop_clone_timing(pid_t pid) {
   if (clone_timed_.erase(pid) && clone_timed_.empty()) clone_links_.clear();
 }
 
 size_t Links::count() const {
-  size_t n = kernel_.size() + clone_links_.size() + (huge_alloc_ ? 1 : 0);
+  size_t n = kernel_.size() + clone_links_.size() + sched_links_.size() + (huge_alloc_ ? 1 : 0);
   for (const auto& [pid, links] : libc_fork_) n += links.size();
   for (const auto& [binary, shared] : redis_uprobes_) n += shared.links.size();
   return n;

@@ -48,6 +48,11 @@ class Links {
   // pid is no longer timed by the clone-syscall pair, which is detached with its last user.
   void stop_clone_timing(pid_t pid);
   void detach_uprobes(pid_t pid);
+  // The sched family's programs (loaded ones), attached or not; attach_sched is a no-op while they
+  // are. False with *why when one cannot attach (none is then).
+  bool attach_sched(std::string* why);
+  void detach_sched() { sched_links_.clear(); }
+  bool sched_attached() const { return !sched_links_.empty(); }
   size_t count() const;
 
  private:
@@ -74,6 +79,7 @@ class Links {
   std::vector<LinkPtr> kernel_;
   LinkPtr huge_alloc_;
   std::vector<LinkPtr> clone_links_;                 // sys_enter and sys_exit, while clone_timed_ is not empty
+  std::vector<LinkPtr> sched_links_;                 // sched_switch and sched_wakeup, while forks live
   std::set<pid_t> clone_timed_;                      // followed processes timed by the clone syscall pair
   std::map<pid_t, std::vector<LinkPtr>> libc_fork_;  // libc uprobes, by process
   std::map<BinaryKey, SharedUprobes> redis_uprobes_;

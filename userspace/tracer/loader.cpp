@@ -233,6 +233,11 @@ std::array<bpf_program*, 4> clone_syscall_programs(const ::thptrace_bpf* s) {
   return {p.sys_enter_btf, p.sys_enter_raw, p.sys_exit_btf, p.sys_exit_raw};
 }
 
+std::array<bpf_program*, 4> sched_programs(const ::thptrace_bpf* s) {
+  const auto& p = s->progs;
+  return {p.switch_btf, p.switch_raw, p.wakeup_btf, p.wakeup_raw};
+}
+
 LoadedObject load_object(const AttachModes& requested, const TracerOptions& options, CounterShape shape) {
   libbpf_set_print(libbpf_print);
   if (!requested.unsupported.empty()) throw FatalError(kExitRuntime, requested.unsupported + ".");

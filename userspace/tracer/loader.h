@@ -52,5 +52,8 @@ LoadedObject load_object(const AttachModes& requested, const TracerOptions& opti
 
 // sys_enter and sys_exit in both modes: the clone-syscall timing pair, attached apart from the rest.
 std::array<bpf_program*, 4> clone_syscall_programs(const ::thptrace_bpf* s);
+// The sched family's programs in both modes, attached only while a fork child of a watched process
+// lives (Tracer::poll).
+std::array<bpf_program*, 4> sched_programs(const ::thptrace_bpf* s);
 
 }  // namespace thptrace::tracer

@@ -72,6 +72,14 @@ int Tracer::on_ring_record(void* ctx, void* data, size_t size) {
   if (size < THPTRACE_EVENT_HEAD_BYTES || !self->on_event_) return 0;
   thptrace_event e{};
   std::memcpy(&e, data, std::min(size, sizeof e));
+  // A tracked fork (value2): the sched family from now until no tracked child lives.
+  if (e.type == EV_FORK && e.value2 && self->loaded_.modes.sched.mode != Mode::unavailable &&
+      self->sched_refused_.empty() && !self->links_.sched_attached()) {
+    if (std::string why; !self->links_.attach_sched(&why)) {
+      log::warn("{}: what held the CPU while the main thread waited is not counted", why);
+      self->sched_refused_ = why;
+    }
+  }
   // No exception may cross libbpf's C frames.
   try {
     (*self->on_event_)(e);
@@ -114,6 +122,7 @@ int Tracer::poll(int timeout_ms, const std::function<void(const thptrace_event&)
     n = more < 0 ? more : n + more;
   }
   on_event_ = nullptr;
+  if (links_.sched_attached() && counters_.live_forks() == 0) links_.detach_sched();
   return n;
 }
 

@@ -114,8 +114,12 @@ class Tracer {
   uint32_t sample_every() const { return sample_every_; }
 
   // Waits up to timeout_ms for events and passes each to on_event. Returns the number handled, or a
-  // negative errno (EINTR when a signal arrived).
+  // negative errno (EINTR when a signal arrived). The sched family's programs, which run at every
+  // context switch of the machine, are attached here when a tracked fork's record arrives and
+  // detached once no tracked fork child lives.
   int poll(int timeout_ms, const std::function<void(const thptrace_event&)>& on_event);
+  // Why the sched family could not attach at a fork (its figures are then missing), "" while it could.
+  const std::string& sched_refused() const { return sched_refused_; }
 
   std::optional<thptrace_target> target(pid_t tgid) const { return counters_.target(tgid); }
   // Whether a watched tgid's faults are counted on the fast path (it owns its hot line) rather than
@@ -160,6 +164,7 @@ class Tracer {
   std::unique_ptr<ring_buffer, RingDeleter> ring_;
   Links links_;
   const std::function<void(const thptrace_event&)>* on_event_ = nullptr;
+  std::string sched_refused_;
   uint32_t sample_every_ = 0;
   std::vector<CopySampleRecord> copy_samples_;
 };
