@@ -259,6 +259,34 @@ TEST(Daemon, AnonFolioBytesAreTheKernelsCount) {
   EXPECT_EQ(d.proc().wait(30s), 0) << d.proc().err();
 }
 
+// A target's own memory by folio size: walked as the daemon first reads the target (then every 5
+// minutes), page by page for a process under 128 MiB of pages. Its sizes add up to the process's
+// anonymous memory as smaps_rollup counts it, read around the scrape (the server is idle).
+TEST(Daemon, TargetAnonFolioBytesAddUpToItsAnonymousMemory) {
+  REQUIRE_BPF();
+  RedisServer redis;
+  redis.cmd({"DEBUG", "POPULATE", "100000", "key", "200"});
+  const std::string target = redis.address();
+  Daemon d({"--redis", target});
+  const std::string small = "thptrace_target_anon_folio_bytes{size_kb=\"4\",target=\"" + target + "\"}";
+  ASSERT_TRUE(d.wait_for(small, [](double v) { return v > 0; })) << d.scrape();
+  const auto before = thptrace::proc::read_smaps_rollup(redis.pid());
+  const std::string scrape = d.scrape();
+  const auto after = thptrace::proc::read_smaps_rollup(redis.pid());
+  ASSERT_TRUE(before && after);
+  double total = 0;
+  std::istringstream lines(scrape);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("thptrace_target_anon_folio_bytes{", 0) == 0 && line.find(target) != std::string::npos)
+      total += std::stod(line.substr(line.rfind(' ') + 1));
+  const double low = static_cast<double>(std::min(before->anonymous_kb, after->anonymous_kb)) * 1024;
+  const double high = static_cast<double>(std::max(before->anonymous_kb, after->anonymous_kb)) * 1024;
+  EXPECT_GE(total, 0.95 * low) << scrape;
+  EXPECT_LE(total, 1.05 * high) << scrape;
+  d.proc().signal(SIGTERM);
+  EXPECT_EQ(d.proc().wait(30s), 0) << d.proc().err();
+}
+
 // Polls slowly while no fork is in progress (the slowest idle cadence allowed), fast from the fork
 // event on: a BGSAVE, an AOF rewrite and a full sync are still each labelled right, with uprobes and
 // with reasons from INFO polling alone (--force-fallback). Short children too: an AOF rewrite of a

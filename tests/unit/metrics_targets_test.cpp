@@ -46,6 +46,7 @@ void fill(Metrics& m, const std::string& t) {
   m.add_reuse_faults(t, 2);
   m.add_main_thread(t, true, 1e6, 2e6);
   m.add_main_thread_cpu_wait(t, {4, 3, 2, 1});
+  m.set_target_anon_folios(t, {{4, 1024}, {2048, 4096}});
   m.add_thp(t, 1, 1);
   m.add_untracked_forks(t, 1);
   m.set_untraced(t, false);

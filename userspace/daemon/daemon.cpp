@@ -16,6 +16,7 @@
 #include "common/signals.h"
 #include "daemon/discovery.h"
 #include "proc/container.h"
+#include "proc/folios.h"
 #include "proc/proc.h"
 #include "proc/sampler.h"
 
@@ -324,11 +325,24 @@ void Daemon::read_targets() {
       t->sample = proc::take_sample(t->pid, system);
     // RSS from statm in every round, so the series does not switch between two sources.
     t->sample = proc::refresh_sample(t->pid, system, std::move(t->sample));
+    if (!busy && now >= t->next_folio_walk) walk_folios(*t, now);
     h.targets.push_back({t->who.id, counters, t->sample});
   }
   h.dropped = tracer_->dropped();
   exporter_->on_readings(h);
   if (std::chrono::steady_clock::now() >= kernel_maps_.next_reap) reap_kernel_maps();
+}
+
+void Daemon::walk_folios(Target& t, std::chrono::steady_clock::time_point now) {
+  t.next_folio_walk = now + kFolioWalkEvery;
+  std::string why;
+  auto walker = proc::FolioWalker::open(t.pid, &why);
+  const auto walk = walker ? walker->walk(&why, kFolioWalkLookups) : std::nullopt;
+  if (!walk) {
+    log::debug("{}: its memory by folio size is not known: {}", t.who.label, why);
+    return;
+  }
+  metrics_.set_target_anon_folios(t.who.label, walk->kb);
 }
 
 void Daemon::discover() {

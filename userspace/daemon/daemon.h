@@ -47,6 +47,11 @@ class Daemon {
   static constexpr std::chrono::milliseconds kIdleExtrasEvery{10'000};
   // A target's server is searched for at most this often, whatever its process_id says.
   static constexpr std::chrono::milliseconds kLocateEvery{5'000};
+  // A target's anonymous memory by folio size is walked this often, while no fork child of it lives,
+  // looking up at most this many pages (one PMD-sized window in N of a larger process): some 30 ms
+  // of a core a walk here, whatever the server's size.
+  static constexpr std::chrono::milliseconds kFolioWalkEvery{300'000};
+  static constexpr uint64_t kFolioWalkLookups = 32768;
 
   // Who a target is and how its Redis is reached: fixed when it is added.
   struct Identity {
@@ -90,6 +95,7 @@ class Daemon {
     // The last full /proc sample of pid, refreshed cheaply in the rounds between full ones.
     proc::Sample sample;
     proc::SampleCadence sample_cadence{kIdleExtrasEvery};
+    std::chrono::steady_clock::time_point next_folio_walk{};
   };
 
   // Watches who (its id and address are set here), following pid (0: none known yet).
@@ -100,6 +106,8 @@ class Daemon {
   void reload_credentials();
   // Logs a Redis that became unreachable (with why) or reachable again.
   void report_reachability(Target& t);
+  // t's anonymous memory by folio size, exported (thptrace_target_anon_folio_bytes).
+  void walk_folios(Target& t, std::chrono::steady_clock::time_point now);
   void follow_pid(Target& t, pid_t pid);
   // t's process is gone: an operator's target waits for its next one, a discovered one is removed.
   void lose_process(Target& t);

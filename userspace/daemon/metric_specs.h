@@ -194,7 +194,8 @@ inline constexpr auto kMetrics = [] {
        .owner = Owner::target,
        .help = "Time the watched process's main thread was runnable and waited for a CPU, by what held the CPU "
                "whose run queue it waited in (fork_child, own_threads, other_processes, idle_cpu: the wake-up's "
-               "own latency), counted in the kernel at each context switch (the sched family)."},
+               "own latency), counted in the kernel at each context switch (the sched family) while a fork child "
+               "of it lives."},
       {.name = "thptrace_fork_child_cpu_seconds_total",
        .type = MetricType::counter,
        .owner = Owner::target,
@@ -254,6 +255,13 @@ inline constexpr auto kMetrics = [] {
        .owner = Owner::host,
        .help = "Anonymous memory of the host in folios of each size, by size in KiB "
                "(hugepages-<N>kB/stats/nr_anon times N; Linux 6.13+), read every 5 s."},
+      {.name = "thptrace_target_anon_folio_bytes",
+       .type = MetricType::gauge,
+       .owner = Owner::target,
+       .help = "Anonymous memory of the watched process in folios of each size, by size in KiB (4: pages of "
+               "their own), from its pagemap and /proc/kpageflags: walked every 5 minutes while no fork child "
+               "lives, one PMD-sized window of its address space in N where it is larger than 128 MiB of pages "
+               "(an estimate then)."},
       {.name = "thptrace_thp_process_enabled",
        .type = MetricType::gauge,
        .owner = Owner::target,

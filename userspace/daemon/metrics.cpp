@@ -231,6 +231,7 @@ void Metrics::remove_target(const std::string& t) {
   }
   mirror_->forget(t);
   names_->forget(t);
+  target_folio_sizes_.erase(t);
 }
 
 void Metrics::set_names(const std::string& t, const proc::ContainerNames& names) {
@@ -428,6 +429,16 @@ void Metrics::set_anon_folios(const proc::FolioCounters& counters) {
     if (const auto n = values.find("nr_anon"); n != values.end())
       gauge<"thptrace_anon_folio_bytes">({{"size_kb", std::to_string(kb)}})
           .Set(static_cast<double>(n->second) * static_cast<double>(kb) * 1024);
+}
+
+void Metrics::set_target_anon_folios(const std::string& t, const std::map<uint32_t, uint64_t>& kb) {
+  auto& sizes = target_folio_sizes_[t];
+  for (const auto& [size, held] : kb) sizes.insert(size);
+  for (const uint32_t size : sizes) {
+    const auto it = kb.find(size);
+    gauge<"thptrace_target_anon_folio_bytes">(of(t, {{"size_kb", std::to_string(size)}}))
+        .Set(it == kb.end() ? 0.0 : static_cast<double>(it->second) * 1024);
+  }
 }
 
 void Metrics::set_bpf_stats_enabled(bool enabled) { gauge<"thptrace_bpf_stats_enabled">({}).Set(enabled ? 1 : 0); }

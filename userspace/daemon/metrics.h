@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -138,6 +139,9 @@ class Metrics {
   void set_bpf_stats_enabled(bool enabled);
   // The host's anonymous folios of each size (proc::FolioCounters' nr_anon), by size in KiB.
   void set_anon_folios(const proc::FolioCounters& counters);
+  // A target's anonymous memory by folio size (a walk, proc/folios.h): every size it had before
+  // and has now, 0 for one it no longer has.
+  void set_target_anon_folios(const std::string& target, const std::map<uint32_t, uint64_t>& kb);
 
  private:
   prometheus::Labels of(const std::string& target, const prometheus::Labels& extra = {}) const {
@@ -176,6 +180,8 @@ class Metrics {
   std::vector<prometheus::Histogram::BucketBoundaries> buckets_;
   std::mutex mu_;
   std::pair<std::string, std::string> thp_mode_;
+  // The folio sizes each target's walks found, so that a size it no longer has reads 0.
+  std::map<std::string, std::set<uint32_t>> target_folio_sizes_;
 };
 
 }  // namespace thptrace::daemon

@@ -85,24 +85,37 @@ uint32_t FolioWalker::anon_folio_pages(uint64_t frame) {
   return pages;
 }
 
-std::optional<FolioShares> FolioWalker::walk(std::string* why) {
+std::optional<FolioShares> FolioWalker::walk(std::string* why, uint64_t lookups) {
   const uint64_t start = monotonic_ns();
   const auto maps = writable_private(pid_, why);
   if (!maps) return std::nullopt;
   FolioShares s;
+  lookups = std::max<uint64_t>(lookups, 1);
   if (const auto rss_kb = read_statm_rss_kb(pid_))
-    s.every = std::max<uint64_t>(1, (*rss_kb / page_kb_ + kFolioWalkLookups - 1) / kFolioWalkLookups);
+    s.every = std::max<uint64_t>(1, (*rss_kb / page_kb_ + lookups - 1) / lookups);
   block_.clear();  // frames are reused between walks
   bool frames_shown = false;
-  read_pagemap(pagemap_.get(), *maps, 0, UINT64_MAX, [&](uint64_t, std::span<const uint64_t> entries) {
+  const auto visit = [&](uint64_t, std::span<const uint64_t> entries) {
     for (const uint64_t e : entries) {
-      if (!(e & kPagemapPresent) || s.pages++ % s.every != 0) continue;
+      if (!(e & kPagemapPresent)) continue;
+      s.pages += s.every;
       const uint64_t frame = e & kPagemapFrame;
       frames_shown = frames_shown || frame != 0;
       if (frame == 0) continue;
       if (const uint32_t n = anon_folio_pages(frame)) s.kb[static_cast<uint32_t>(n * page_kb_)] += page_kb_ * s.every;
     }
-  });
+  };
+  if (s.every == 1) {
+    read_pagemap(pagemap_.get(), *maps, 0, UINT64_MAX, visit);
+  } else {
+    // One PMD-sized window of address space in `every`, counted across the mappings: a window's pages
+    // share their large folios, so a window is looked up whole or not at all.
+    const uint64_t window = block_frames_ * page_kb_ * 1024;
+    uint64_t index = 0;
+    for (const auto& m : *maps)
+      for (uint64_t at = m.start / window * window; at < m.end; at += window)
+        if (index++ % s.every == 0) read_pagemap(pagemap_.get(), {m}, at, at + window, visit);
+  }
   if (s.pages > 0 && !frames_shown) {
     *why = "pagemap shows no page frames to this reader (it needs CAP_SYS_ADMIN when it opens the file)";
     return std::nullopt;

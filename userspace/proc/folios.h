@@ -31,9 +31,10 @@ struct FolioShares {
   // The process's anonymous memory in its private writable mappings, by the size in KiB of the
   // folio holding each page (4: a page of its own), in KiB.
   std::map<uint32_t, uint64_t> kb;
-  uint64_t pages = 0;  // resident pages in those mappings, anonymous or not
-  // 1 when every resident page's folio was looked up; N when one page in N was, evenly, and each
-  // counts for N (a large process: kFolioWalkLookups).
+  uint64_t pages = 0;  // resident pages in those mappings, anonymous or not (estimated when every > 1)
+  // 1 when every resident page's folio was looked up; N when the pages of one PMD-sized window of
+  // address space in N were, evenly spread, and each counts for N (a process larger than the walk's
+  // budget of lookups: kFolioWalkLookups in a capture). The windows left out are not read at all.
   uint64_t every = 1;
   uint64_t walk_ns = 0;  // how long the walk took
 
@@ -45,9 +46,9 @@ struct FolioShares {
   }
 };
 
-// A walk looks up the folios of at most about this many pages (8 GiB of 4 KiB pages; 0.1 to 0.2 s
-// a GiB on the machine type of docs/development/measurements.md); in a process whose RSS is larger,
-// one page in N.
+// A capture's walk looks up the folios of at most about this many pages (8 GiB of 4 KiB pages; 0.1
+// to 0.2 s a GiB on the machine type of docs/development/measurements.md); in a process whose RSS is
+// larger, those of one PMD-sized window of address space in N.
 inline constexpr uint64_t kFolioWalkLookups = uint64_t{1} << 21;
 
 // kpageflags bits (Documentation/admin-guide/mm/pagemap.rst).
@@ -72,9 +73,10 @@ class FolioWalker {
   // later can still walk: pagemap shows frames to whoever held CAP_SYS_ADMIN at its open, and
   // kpageflags is root's alone. nullopt and *why when either cannot be opened.
   static std::optional<FolioWalker> open(pid_t pid, std::string* why);
-  // Walks the process's private writable mappings now; nullopt and *why when its maps cannot be
-  // read or pagemap shows no frames (the process has exited, or the opener lacked CAP_SYS_ADMIN).
-  std::optional<FolioShares> walk(std::string* why);
+  // Walks the process's private writable mappings now, looking up about `lookups` pages at most
+  // (every > 1 beyond); nullopt and *why when its maps cannot be read or pagemap shows no frames
+  // (the process has exited, or the opener lacked CAP_SYS_ADMIN).
+  std::optional<FolioShares> walk(std::string* why, uint64_t lookups = kFolioWalkLookups);
 
  private:
   FolioWalker(pid_t pid, FileFd pagemap, FileFd kpageflags);

@@ -36,11 +36,12 @@ std::optional<std::vector<Mapping>> writable_private(pid_t pid, std::string* why
 template <typename Visit>
 void read_pagemap(int fd, const std::vector<Mapping>& maps, uint64_t start, uint64_t end, Visit&& visit) {
   const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  std::vector<uint64_t> buf(kPagemapChunkEntries);
+  // No larger than the range asks: a walk reads windows of 512 entries one by one.
+  std::vector<uint64_t> buf(std::min<uint64_t>(kPagemapChunkEntries, (end - start) / page + 1));
   for (const auto& m : maps) {
     const uint64_t from = std::max(m.start, start), to = std::min(m.end, end);
     for (uint64_t at = from; at < to;) {
-      const uint64_t n = std::min<uint64_t>((to - at) / page, kPagemapChunkEntries);
+      const uint64_t n = std::min<uint64_t>((to - at) / page, buf.size());
       if (n == 0) break;
       const auto got = ::pread(fd, buf.data(), n * sizeof(uint64_t), static_cast<off_t>(at / page * 8));
       if (got <= 0) break;  // the mapping went away meanwhile
