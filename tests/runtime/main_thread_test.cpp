@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -19,14 +22,18 @@ namespace {
 
 constexpr int kChildMs = 800;
 
-// The capture's report of one run of cpu_share; child_cpu_ms: the child's CPU time by its own clock.
-nlohmann::json capture_cpu_share(const std::string& mode, bool force_fallback, double* child_cpu_ms) {
+// The capture's report of one run of cpu_share; child_cpu_ms: the child's CPU time by its own clock;
+// wait_pct, when given: the timeline's largest share of an interval between two /proc samples that
+// the main thread waited for a CPU (its main-thread panel).
+nlohmann::json capture_cpu_share(const std::string& mode, bool force_fallback, double* child_cpu_ms,
+                                 double* wait_pct = nullptr) {
   const std::string dir = make_temp_dir("thptrace-main-thread-");
   const std::string json = dir + "/report.json";
+  const std::string svg = dir + "/timeline.svg";
   Process work({CPU_SHARE_BIN, mode, std::to_string(kChildMs)});
   EXPECT_TRUE(work.wait_stdout_line("ready", 20s)) << work.err();
-  std::vector<std::string> args = {thptrace_bin(), "--pid", std::to_string(work.pid()), "--duration", "60",
-                                   "--json",       json};
+  std::vector<std::string> args = {
+      thptrace_bin(), "--pid", std::to_string(work.pid()), "--duration", "60", "--json", json, "--svg", svg};
   if (force_fallback) args.emplace_back("--force-fallback");
   Process tracer(args);
   EXPECT_TRUE(tracer.wait_stderr_line("tracing pid", 30s)) << tracer.err();
@@ -42,6 +49,13 @@ nlohmann::json capture_cpu_share(const std::string& mode, bool force_fallback, d
   work.write_stdin("bye\n");
   EXPECT_EQ(work.wait(10s), 0);
   auto report = read_json(json);
+  if (wait_pct) {
+    std::ifstream in(svg);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(text, m, std::regex("class=\"thread-wait\" data-max-pct=\"([0-9.]+)\""))) << svg;
+    if (!m.empty()) *wait_pct = std::stod(m[1]);
+  }
   std::filesystem::remove_all(dir);
   return report;
 }
@@ -88,8 +102,12 @@ nlohmann::json waited_behind(const nlohmann::json& report, bool force_fallback) 
 }
 
 void expect_waits_for_the_child(bool force_fallback) {
-  double child_cpu_ms = 0;
-  const auto report = capture_cpu_share("spin", force_fallback, &child_cpu_ms);
+  double child_cpu_ms = 0, wait_pct = -1;
+  const auto report = capture_cpu_share("spin", force_fallback, &child_cpu_ms, &wait_pct);
+  // The timeline's main-thread panel: in the 100 ms intervals inside the window the parent waited
+  // about half of each (the child had the CPU the other half).
+  EXPECT_GE(wait_pct, 35.0);
+  EXPECT_LE(wait_pct, 100.0);
   ASSERT_TRUE(report.is_object());
   const auto t = main_thread_during(report);
   ASSERT_TRUE(t.is_object());
@@ -134,8 +152,10 @@ TEST(MainThread, WaitsForTheCpuItsChildRanOnForcedFallback) {
 // on a busy host waits a little at each wake-up: under the finding's 5% of the window).
 TEST(MainThread, AsleepWhileItsChildRanIsOffCpu) {
   REQUIRE_BPF();
-  double child_cpu_ms = 0;
-  const auto report = capture_cpu_share("sleep", false, &child_cpu_ms);
+  double child_cpu_ms = 0, wait_pct = -1;
+  const auto report = capture_cpu_share("sleep", false, &child_cpu_ms, &wait_pct);
+  EXPECT_GE(wait_pct, 0.0);
+  EXPECT_LT(wait_pct, 20.0);
   ASSERT_TRUE(report.is_object());
   const auto t = main_thread_during(report);
   ASSERT_TRUE(t.is_object());

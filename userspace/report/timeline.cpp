@@ -3,8 +3,9 @@
 // probe's slowest request per time bucket) with each fork's freeze marked, copy-on-write faults per
 // bucket (the parent's copies while a child lives apart from its writes after, which copy nothing;
 // the children's) from the in-kernel counters read every 10 ms, the target's RSS and AnonHugePages
-// from /proc, THP splits, each fork window shaded and labelled with its reason and Redis's
-// server-side latency during it, and each replica's sync through its states. The x axis is the wall
+// from /proc, THP splits, the main thread's share of each interval between two /proc samples on a CPU
+// and waiting for one, each fork window shaded and labelled with its reason and Redis's server-side
+// latency during it, and each replica's sync through its states. The x axis is the wall
 // clock (UTC) when the capture recorded it.
 #include "report/timeline.h"
 
@@ -22,8 +23,8 @@ namespace {
 using svg::escape;
 
 constexpr double kWidth = 1000, kLeft = 118, kRight = 24, kPlotWidth = kWidth - kLeft - kRight;
-constexpr double kClientHeight = 90, kCowHeight = 150, kMemHeight = 110, kSplitHeight = 60, kReplicaRow = 13, kGap = 42,
-                 kTop = 76;
+constexpr double kClientHeight = 90, kCowHeight = 150, kMemHeight = 110, kSplitHeight = 60, kThreadHeight = 80,
+                 kReplicaRow = 13, kGap = 42, kTop = 76;
 // Time buckets: 10 ms, or wider (a 1-2-5 step) so that a long capture has at most this many.
 constexpr size_t kMaxBuckets = 1500;
 constexpr size_t kMaxReplicaRows = 12;
@@ -225,6 +226,9 @@ constexpr const char* kStyle =
     ".cow-parent{fill:#1f77b4;fill-opacity:0.55;stroke:#1f77b4;stroke-width:0.8}\n"
     ".cow-reuse{fill:#9e9e9e;fill-opacity:0.45;stroke:#9e9e9e;stroke-width:0.6}\n"
     ".clientband{fill:#f28e2b;opacity:0.12}\n"
+    ".threadband{fill:#f28e2b;opacity:0.12}\n"
+    ".thread-on{fill:none;stroke:#2ca02c;stroke-width:1.4}\n"
+    ".thread-wait{fill:none;stroke:#d62728;stroke-width:1.8}\n"
     ".freeze{fill:#d62728;opacity:0.85}\n"
     ".client{fill:#ff7f0e;fill-opacity:0.35;stroke:#c4520a;stroke-width:1}\n"
     ".cow-child{fill:none;stroke:#d62728;stroke-width:1.2}\n"
@@ -339,6 +343,41 @@ void memory_panel(std::string& out, const Report& r, const CaptureInputs& in, co
   x_ticks(out, a, mem_top + kMemHeight);
 }
 
+// The main thread from its scheduler clocks at the /proc samples: the share of each interval between
+// two samples it ran on a CPU (green) and waited for one, runnable (red), as a level over the interval.
+// The samples come every 100 ms while a fork child lives, at the idle interval otherwise.
+void thread_panel(std::string& out, const Report& r, const CaptureInputs& in, const Axis& a, double top) {
+  frame(out, top, kThreadHeight,
+        "The main thread between /proc samples, % of the time: on a CPU (green), waiting for a CPU (red)");
+  y_labels(out, top, kThreadHeight, 100, "%");
+  fork_bands(out, r, a, top, kThreadHeight, false, "threadband");
+  std::string on, wait;
+  double max_wait = 0;
+  const auto& s = in.samples.samples();
+  const auto y = [&](double share) { return top + kThreadHeight - std::clamp(share, 0.0, 1.0) * kThreadHeight; };
+  for (size_t i = 1; i < s.size(); ++i) {
+    const auto &a0 = s[i - 1].main_thread, &a1 = s[i].main_thread;
+    if (!a0 || !a1 || s[i].ts_ns <= s[i - 1].ts_ns || a1->on_cpu_ns < a0->on_cpu_ns ||
+        a1->runqueue_ns < a0->runqueue_ns)
+      continue;
+    const auto span = static_cast<double>(s[i].ts_ns - s[i - 1].ts_ns);
+    const double on_share = static_cast<double>(a1->on_cpu_ns - a0->on_cpu_ns) / span;
+    const double wait_share = static_cast<double>(a1->runqueue_ns - a0->runqueue_ns) / span;
+    max_wait = std::max(max_wait, std::min(wait_share, 1.0));
+    const double x0 = a.x_ns(s[i - 1].ts_ns), x1 = a.x_ns(s[i].ts_ns);
+    on += fmt::format("M{:.1f},{:.1f}H{:.1f}", x0, y(on_share), x1);
+    wait += fmt::format("M{:.1f},{:.1f}H{:.1f}", x0, y(wait_share), x1);
+  }
+  if (on.empty())
+    out += fmt::format(
+        "<text x=\"{}\" y=\"{:.1f}\" class=\"note\">no scheduler clocks of the main thread in this "
+        "capture</text>\n",
+        kLeft + 8, top + kThreadHeight / 2);
+  out += fmt::format("<path d=\"{}\" class=\"thread-on\"/>\n", on);
+  out += fmt::format("<path d=\"{}\" class=\"thread-wait\" data-max-pct=\"{:.1f}\"/>\n", wait, max_wait * 100);
+  x_ticks(out, a, top + kThreadHeight);
+}
+
 }  // namespace
 
 std::string timeline_svg(const Report& r, const CaptureInputs& in) {
@@ -367,9 +406,10 @@ std::string timeline_svg(const Report& r, const CaptureInputs& in) {
 
   const double client_top = kTop + 24, cow_top = client_top + kClientHeight + kGap;
   const double mem_top = cow_top + kCowHeight + kGap, split_top = mem_top + kMemHeight + kGap;
-  const double replica_top = split_top + kSplitHeight + kGap;
+  const double thread_top = split_top + kSplitHeight + kGap;
+  const double replica_top = thread_top + kThreadHeight + kGap;
   const double replica_height = static_cast<double>(std::min(syncs.size(), kMaxReplicaRows + 1)) * kReplicaRow;
-  const double height = (syncs.empty() ? split_top + kSplitHeight : replica_top + replica_height) + 30;
+  const double height = (syncs.empty() ? thread_top + kThreadHeight : replica_top + replica_height) + 30;
 
   std::string out = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"timeline\" width=\"{0}\" height=\"{1:.0f}\" viewBox=\"0 0 {0} "
@@ -403,6 +443,8 @@ std::string timeline_svg(const Report& r, const CaptureInputs& in) {
   out += fmt::format("<path d=\"{}\" class=\"splits\" data-total=\"{}\"/>\n",
                      step_path(splits, bucket_ms, a, split_top + kSplitHeight, kSplitHeight / split_hi), total(splits));
   x_ticks(out, a, split_top + kSplitHeight);
+
+  thread_panel(out, r, in, a, thread_top);
 
   // The replicas' syncs, as the primary's INFO showed them.
   if (!syncs.empty()) {
