@@ -1,25 +1,32 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Installs thptrace's dependencies from Debian 12 packages. This script is the only place dependencies
-# are named; .ci/run, the README and the demo call it. Its one list is in three groups, and the
-# arguments name the groups to install (default: all):
+# are named; .ci/run, the README and the demo call it. Its one list is in four groups, and the
+# arguments name the groups to install (default: build, run and test):
 #   build  what compiles thptrace itself (the binaries and BPF objects, no tests)
 #   run    what the demo runs beside it (a local redis-server and its tools)
 #   test   what the test command adds: test libraries, the kernel matrix, containers, Prometheus,
 #          Chromium, fuzzing, lint and the benchmarks' peers
+#   arm64  cross-building for arm64: the cross compiler and an arm64 sysroot of the build group's
+#          libraries under /var/cache/thptrace-arm64; with build for cmake, clang and bpftool (never
+#          part of the default)
 set -euo pipefail
 
-usage="usage: install-deps.sh [build] [run] [test]"
+usage="usage: install-deps.sh [build] [run] [test] [arm64]"
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps.sh: run as root (it calls apt-get)." >&2
   exit 1
 fi
 
-build=(
-  build-essential cmake pkg-config clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev
+# The libraries thptrace links: the build group's, and the arm64 sysroot's in their arm64 build.
+libs=(
+  libbpf-dev libelf-dev zlib1g-dev
   libdw-dev  # elfutils: symbolizing the call stacks of sampled copies (userspace/symbolize)
   libhiredis-dev libssl-dev prometheus-cpp-dev libboost-program-options-dev nlohmann-json3-dev libfmt-dev
   libyaml-cpp-dev  # the daemon's --web.config.file (userspace/daemon/web_config.cpp); bcrypt is libcrypt's
+)
+build=(
+  build-essential cmake pkg-config clang llvm bpftool "${libs[@]}"
 )
 run=(
   redis-server redis-tools procps
@@ -43,6 +50,13 @@ test=(
   clang-format-14 clang-tidy-14  # scripts/lint.sh (.clang-format, .clang-tidy) on changed lines
   chromium libpng-dev  # the --svg timeline rendered by a real browser and its pixels read (timeline_test.cpp)
 )
+# Cross-building for arm64 (cmake/toolchain-aarch64.cmake), asked for by name only: the host's cross
+# compiler and qemu-user to run the result; the arm64 libraries are unpacked into a sysroot below.
+arm64=(
+  g++-aarch64-linux-gnu qemu-user-static
+)
+# The arm64 sysroot (scripts/arm64-sysroot.sh): the libraries above and the C and C++ runtimes.
+arm64_sysroot=(libc6-dev libstdc++-12-dev "${libs[@]}")
 
 groups=("$@")
 [ ${#groups[@]} -gt 0 ] || groups=(build run test)
@@ -52,6 +66,7 @@ for g in "${groups[@]}"; do
     build) packages+=("${build[@]}") ;;
     run) packages+=("${run[@]}") ;;
     test) packages+=("${test[@]}") ;;
+    arm64) packages+=("${arm64[@]}") ;;
     *)
       echo "install-deps.sh: unknown group '$g'; $usage" >&2
       exit 2
@@ -80,4 +95,8 @@ if [[ " ${groups[*]} " == *" test "* ]] && [ ! -x "$kubectl_cache/root/usr/bin/k
     { apt-get update -qq && (cd "$kubectl_cache" && apt-get download -qq -o APT::Sandbox::User=root kubernetes-client); }
   rm -rf "$kubectl_cache/root"
   dpkg-deb -x "$kubectl_cache"/kubernetes-client_*.deb "$kubectl_cache/root"
+fi
+
+if [[ " ${groups[*]} " == *" arm64 "* ]]; then
+  bash "$(dirname "${BASH_SOURCE[0]}")/arm64-sysroot.sh" "${arm64_sysroot[@]}" >/dev/null
 fi
