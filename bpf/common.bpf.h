@@ -9,6 +9,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "thptrace.h"
+#include "arch.bpf.h"
 
 #define MAX_TARGETS 64
 #define MAX_EPISODES 256

@@ -10,11 +10,6 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-#define NR_write 1
-#define NR_fsync 74
-#define NR_fdatasync 75
-#define NR_sync_file_range 277
-
 static __always_inline __u32 disk_call(long id)
 {
 	switch (id) {
@@ -77,7 +72,8 @@ static __always_inline int disk_enter(long id, struct pt_regs *regs, bool btf)
 		return 0;
 	/* Writes: the main thread's to files only; its replies to clients go to sockets. */
 	if (call == DISK_WRITE &&
-	    (current_tid() != tgid || !fd_is_regular(btf ? regs->di : BPF_CORE_READ(regs, di))))
+	    (current_tid() != tgid ||
+	     !fd_is_regular(btf ? PT_REGS_PARM1_SYSCALL(regs) : PT_REGS_PARM1_CORE_SYSCALL(regs))))
 		return 0;
 	start_record(START_DISK);
 	return 0;
@@ -114,7 +110,7 @@ static __always_inline int disk_end(__u32 call)
 	return 0;
 }
 
-/* id: the call's number, read back from the registers at its return (orig_ax). */
+/* id: the call's number, read back from the registers at its return (PT_REGS_SYSCALL_NR). */
 static __always_inline int disk_exit(long id)
 {
 	__u32 call = disk_call(id);
@@ -139,75 +135,75 @@ int BPF_PROG(disk_enter_raw, struct pt_regs *regs, long id)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(disk_exit_btf, struct pt_regs *regs, long ret)
 {
-	return disk_exit(regs->orig_ax);
+	return disk_exit(PT_REGS_SYSCALL_NR(regs));
 }
 
 SEC("raw_tp/sys_exit")
 int BPF_PROG(disk_exit_raw, struct pt_regs *regs, long ret)
 {
-	return disk_exit(BPF_CORE_READ(regs, orig_ax));
+	return disk_exit(PT_REGS_SYSCALL_NR_CORE(regs));
 }
 
 /* fentry mode: the system calls' own entry points, which only these calls reach, instead of a
  * program on every system call of the machine. Not the VFS's vfs_fsync_range: a kernel build may
  * inline it into one call and not the other (Debian's 5.10 and 6.1 do for fdatasync, whose calls
  * then went unseen), while a system call's entry is reached through the call table and never
- * inlined. x86_64 names, as the tracepoint programs' orig_ax. */
+ * inlined. The wrappers take the user registers, as the tracepoints do. */
 static __always_inline int disk_begin(struct pt_regs *regs, bool write)
 {
 	__u32 tgid = current_tgid();
 
 	if (!maybe_watched(tgid) || !bpf_map_lookup_elem(&targets, &tgid))
 		return 0;
-	if (write && (current_tid() != tgid || !fd_is_regular(BPF_CORE_READ(regs, di))))
+	if (write && (current_tid() != tgid || !fd_is_regular(PT_REGS_PARM1_CORE_SYSCALL(regs))))
 		return 0;
 	start_record(START_DISK);
 	return 0;
 }
 
-SEC("fentry/__x64_sys_fsync")
+SEC("fentry/" SYSCALL_WRAPPER(fsync))
 int BPF_PROG(disk_fsync_fentry, struct pt_regs *regs)
 {
 	return disk_begin(regs, false);
 }
 
-SEC("fexit/__x64_sys_fsync")
+SEC("fexit/" SYSCALL_WRAPPER(fsync))
 int BPF_PROG(disk_fsync_fexit, struct pt_regs *regs, long ret)
 {
 	return disk_end(DISK_FSYNC);
 }
 
-SEC("fentry/__x64_sys_fdatasync")
+SEC("fentry/" SYSCALL_WRAPPER(fdatasync))
 int BPF_PROG(disk_fdatasync_fentry, struct pt_regs *regs)
 {
 	return disk_begin(regs, false);
 }
 
-SEC("fexit/__x64_sys_fdatasync")
+SEC("fexit/" SYSCALL_WRAPPER(fdatasync))
 int BPF_PROG(disk_fdatasync_fexit, struct pt_regs *regs, long ret)
 {
 	return disk_end(DISK_FDATASYNC);
 }
 
-SEC("fentry/__x64_sys_sync_file_range")
+SEC("fentry/" SYSCALL_WRAPPER(sync_file_range))
 int BPF_PROG(disk_range_fentry, struct pt_regs *regs)
 {
 	return disk_begin(regs, false);
 }
 
-SEC("fexit/__x64_sys_sync_file_range")
+SEC("fexit/" SYSCALL_WRAPPER(sync_file_range))
 int BPF_PROG(disk_range_fexit, struct pt_regs *regs, long ret)
 {
 	return disk_end(DISK_SYNC_FILE_RANGE);
 }
 
-SEC("fentry/__x64_sys_write")
+SEC("fentry/" SYSCALL_WRAPPER(write))
 int BPF_PROG(disk_write_fentry, struct pt_regs *regs)
 {
 	return disk_begin(regs, true);
 }
 
-SEC("fexit/__x64_sys_write")
+SEC("fexit/" SYSCALL_WRAPPER(write))
 int BPF_PROG(disk_write_fexit, struct pt_regs *regs, long ret)
 {
 	return disk_end(DISK_WRITE);

@@ -22,12 +22,6 @@ struct {
 	__type(value, struct thptrace_episode);
 } episode_scratch SEC(".maps") __weak;
 
-/* x86_64 syscall numbers of the calls that can create a process. */
-#define NR_clone 56
-#define NR_fork 57
-#define NR_vfork 58
-#define NR_clone3 435
-
 /* The reason of a fork from the Redis entry points on the forking thread's stack (ctx) and those
  * attached in the process (anchors: an entry point missing from the binary says nothing by its
  * absence, so a label that needs it is left unknown, for INFO polling to name). Kept in step with
