@@ -23,6 +23,16 @@
 #define THPTRACE_MAX_CPUS 1024
 /* Frames of a sampled copy's user call stack (struct thptrace_copy_sample). */
 #define THPTRACE_STACK_DEPTH 32
+/* The prefix of the kernel's system-call wrappers (ARCH_HAS_SYSCALL_WRAPPER) that the disk family's
+ * fentry programs attach to: for the programs' section names (bpf/arch.bpf.h) and the loader's
+ * probe of them, on the architecture each is built for. */
+#if defined(__TARGET_ARCH_arm64) || defined(__aarch64__)
+#define THPTRACE_SYSCALL_WRAPPER_PREFIX "__arm64_sys_"
+#elif defined(__TARGET_ARCH_x86) || defined(__x86_64__)
+#define THPTRACE_SYSCALL_WRAPPER_PREFIX "__x64_sys_"
+#else
+#error "thptrace is built for x86_64 or arm64"
+#endif
 
 enum thptrace_reason {
 	REASON_UNKNOWN = 0,

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "common/btf.h"
+#include "kernel/abi.h"
 #include "proc/proc.h"
 #include "tracer/entry_points.h"
 
@@ -220,8 +221,9 @@ FamilyChoice tracepoint_family(FeatureProbe& fp, bool force_fallback, bool btf, 
 // sys_enter/sys_exit, only when asked for (--disk on).
 FamilyChoice disk_choice(FeatureProbe& fp, bool force_fallback, bool btf, DiskTracing disk) {
   if (disk == DiskTracing::off) return {Mode::unavailable, "off (--disk off)"};
-  if (!force_fallback && btf && fp.fentry("__x64_sys_fsync") && fp.fentry("__x64_sys_fdatasync") &&
-      fp.fentry("__x64_sys_sync_file_range") && fp.fentry("__x64_sys_write"))
+  const std::string sys = THPTRACE_SYSCALL_WRAPPER_PREFIX;
+  if (!force_fallback && btf && fp.fentry(sys + "fsync") && fp.fentry(sys + "fdatasync") &&
+      fp.fentry(sys + "sync_file_range") && fp.fentry(sys + "write"))
     return {Mode::fentry, "fentry/fexit on the fsync, fdatasync, sync_file_range and write system calls load"};
   const std::string why = force_fallback ? std::string("fallback forced") : fp.last_failure();
   if (disk == DiskTracing::on) {
