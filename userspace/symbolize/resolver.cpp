@@ -125,7 +125,7 @@ const Dwfl_Thread_Callbacks kThreadCallbacks = {
 
 constexpr size_t kMaxDwarfFrames = 64;
 
-int on_frame(Dwfl_Frame* state, void* arg) {
+[[maybe_unused]] int on_frame(Dwfl_Frame* state, void* arg) {
   auto* walk = static_cast<std::vector<std::pair<uint64_t, bool>>*>(arg);
   Dwarf_Addr pc = 0;
   bool activation = false;
@@ -255,7 +255,7 @@ std::vector<std::string> Resolver::frames_of(const std::vector<std::pair<uint64_
   return out;
 }
 
-std::vector<std::pair<uint64_t, bool>> Resolver::unwind(const UserContext& user) {
+std::vector<std::pair<uint64_t, bool>> Resolver::unwind([[maybe_unused]] const UserContext& user) {
   std::vector<std::pair<uint64_t, bool>> walk;
 #if defined(__x86_64__)
   if (!dwfl_ || user.stack.empty()) return walk;
