@@ -120,6 +120,7 @@ class Tracer {
   int poll(int timeout_ms, const std::function<void(const thptrace_event&)>& on_event);
   // Why the sched family could not attach at a fork (its figures are then missing), "" while it could.
   const std::string& sched_refused() const { return sched_refused_; }
+  bool sched_attached() const { return links_.sched_attached(); }
 
   std::optional<thptrace_target> target(pid_t tgid) const { return counters_.target(tgid); }
   // Whether a watched tgid's faults are counted on the fast path (it owns its hot line) rather than
