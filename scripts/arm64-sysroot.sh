@@ -9,10 +9,14 @@
 # apt-get runs with a private configuration under the cache (its own sources list, lists, package
 # cache, status file): the system's sources, architectures and apt state are never touched.
 #
-# usage: scripts/arm64-sysroot.sh PACKAGE...   prints the sysroot's path
-#        scripts/arm64-sysroot.sh --kernel       prints the path of linux-image-6.1.0-*-arm64-unsigned's .deb
+# With --root it unpacks the packages the same way into a second tree, the root filesystem of the arm64
+# guest of tests/vm/guest.sh, which cannot be the build host's x86 root.
+#
+# usage: scripts/arm64-sysroot.sh PACKAGE...          prints the sysroot's path
+#        scripts/arm64-sysroot.sh --root PACKAGE...   prints the guest root's path
+#        scripts/arm64-sysroot.sh --kernel            prints the path of linux-image-6.1.0-*-arm64-unsigned's .deb
 # Environment: THPTRACE_ARM64_CACHE (default /var/cache/thptrace-arm64); the sysroot is its sysroot/,
-# the kernel in its kernel/. Exit 1 with one sentence on failure.
+# the guest root its root/, the kernel in its kernel/. Exit 1 with one sentence on failure.
 set -euo pipefail
 me=$(basename "$0")
 cache=${THPTRACE_ARM64_CACHE:-/var/cache/thptrace-arm64}
@@ -20,10 +24,11 @@ cache=${THPTRACE_ARM64_CACHE:-/var/cache/thptrace-arm64}
 fail() { echo "$me: $*" >&2; exit 1; }
 
 kernel=0
-if [ "${1:-}" = --kernel ]; then
-  kernel=1
-  shift
-fi
+tree=sysroot
+case ${1:-} in
+  --kernel) kernel=1; shift ;;
+  --root) tree=root; shift ;;
+esac
 [ $# -gt 0 ] || [ "$kernel" = 1 ] || fail "name the arm64 packages to unpack (scripts/install-deps.sh arm64 does)."
 
 mkdir -p "$cache"
@@ -55,11 +60,11 @@ apt_setup() {
   apt_ready=1
 }
 
-# The sysroot is rebuilt when the list of packages asked for changes.
-sysroot=$cache/sysroot
+# The tree is rebuilt when the list of packages asked for changes.
+dest=$cache/$tree
 mapfile -t wanted < <(printf '%s\n' "$@" | sort -u)
 want=$(printf '%s\n' "${wanted[@]}")
-if [ "$kernel" = 0 ] && { [ ! -f "$sysroot/.packages" ] || [ "$(cat "$sysroot/.packages")" != "$want" ]; }; then
+if [ "$kernel" = 0 ] && { [ ! -f "$dest/.packages" ] || [ "$(cat "$dest/.packages")" != "$want" ]; }; then
   apt_setup
   # The closure as apt would install it on an empty arm64 system: one `Inst NAME (VERSION ...)` line each.
   closure=$(apt-get "${apt_opts[@]}" -s install "${wanted[@]}" 2>&1) ||
@@ -77,21 +82,21 @@ if [ "$kernel" = 0 ] && { [ ! -f "$sysroot/.packages" ] || [ "$(cat "$sysroot/.p
   done < <(echo "$closure" | awk '$1 == "Inst" {gsub(/[()]/, "", $3); print $2, $3}')
   [ ${#names[@]} -gt 0 ] || fail "apt resolved no arm64 packages from: $want."
 
-  rm -rf "$sysroot.tmp"
-  mkdir -p "$sysroot.tmp"
+  rm -rf "$dest.tmp"
+  mkdir -p "$dest.tmp"
   for file in "${files[@]}"; do
-    dpkg-deb -x "$file" "$sysroot.tmp"
+    dpkg-deb -x "$file" "$dest.tmp"
   done
   # Absolute symlinks (libfoo.so -> /lib/aarch64-linux-gnu/libfoo.so.1) would point into the build
-  # host's own /lib: made relative, they stay inside the sysroot.
+  # host's own /lib: made relative, they stay inside the tree.
   while IFS= read -r link; do
     target=$(readlink "$link")
-    ln -sfn "$(realpath -m --relative-to="$(dirname "$link")" "$sysroot.tmp$target")" "$link"
-  done < <(find "$sysroot.tmp" -type l -lname '/*')
-  printf '%s\n' "${names[@]}" | sort >"$sysroot.tmp/.closure"
-  echo "$want" >"$sysroot.tmp/.packages"
-  rm -rf "$sysroot"
-  mv "$sysroot.tmp" "$sysroot"
+    ln -sfn "$(realpath -m --relative-to="$(dirname "$link")" "$dest.tmp$target")" "$link"
+  done < <(find "$dest.tmp" -type l -lname '/*')
+  printf '%s\n' "${names[@]}" | sort >"$dest.tmp/.closure"
+  echo "$want" >"$dest.tmp/.packages"
+  rm -rf "$dest"
+  mv "$dest.tmp" "$dest"
 fi
 
 if [ "$kernel" = 1 ]; then
@@ -110,5 +115,5 @@ if [ "$kernel" = 1 ]; then
   # shellcheck disable=SC2012  # Debian package file names
   ls "$kdir"/linux-image-*.deb | sort -V | tail -n 1
 else
-  echo "$sysroot"
+  echo "$dest"
 fi

@@ -4,13 +4,16 @@
 # Debian 11, 6.1 from Debian 12, 6.12 from bookworm-backports), with this machine's root filesystem
 # shared read-only over virtio-9p. It exists because the host kernel cannot load fentry/fexit and has no
 # kprobes, so the attach paths production kernels take would otherwise never run in a test (issues 6
-# and 12). Everything comes from Debian packages; see tests/vm/README.md.
+# and 12). With --arch arm64 it boots Debian 12's arm64 kernel on an emulated arm64 machine instead,
+# whose root is Debian's arm64 packages unpacked by scripts/arm64-sysroot.sh --root, so that the
+# cross-built thptrace runs on the architecture it was built for (issue 41). Everything comes from
+# Debian packages; see tests/vm/README.md.
 set -euo pipefail
 
 usage() {
   cat <<'EOF'
-Usage: tests/vm/guest.sh [--kernel SERIES] [--tcg MODE] [--workdir DIR] [--share-rw DIR]... -- COMMAND [ARGS...]
-       tests/vm/guest.sh [--kernel SERIES] --prepare
+Usage: tests/vm/guest.sh [--arch ARCH] [--kernel SERIES] [--tcg MODE] [--workdir DIR] [--share-rw DIR]... -- COMMAND [ARGS...]
+       tests/vm/guest.sh [--arch ARCH] [--kernel SERIES] --prepare
        tests/vm/guest.sh --help
 
 Boots a stock Debian kernel under qemu (TCG) with the host root mounted read-only, runs
@@ -19,6 +22,9 @@ COMMAND's stdout/stderr are streamed to this script's stdout/stderr; the guest c
 --share-rw DIR   also mount host DIR read-write at the same path in the guest (repeatable);
                  everything else is read-only, except the guest's own tmpfs /tmp, /run and /dev/shm.
 --kernel SERIES  5.10 (Debian 11), 6.1 (Debian 12, the default) or 6.12 (bookworm-backports).
+--arch ARCH      amd64 (the default: the host's root, read-only) or arm64 (6.1 only: an emulated
+                 arm64 machine whose root is Debian's arm64 packages from scripts/arm64-sysroot.sh
+                 --root; DIR must then be inside a --share-rw directory).
 --tcg MODE       multi (a host thread per vCPU; default on 5.10 and 6.1) or single (both vCPUs
                  taking turns on one host thread; default on 6.12, whose live code patching
                  crashes under qemu 7.2's multi-threaded TCG).
@@ -38,6 +44,7 @@ timeout_s=${THPTRACE_VM_TIMEOUT:-900}
 workdir=$PWD
 prepare_only=0
 series=6.1
+arch=amd64
 tcg=
 shares=()
 while [ $# -gt 0 ]; do
@@ -45,6 +52,7 @@ while [ $# -gt 0 ]; do
     --help|-h) usage; exit 0 ;;
     --prepare) prepare_only=1; shift ;;
     --kernel) [ $# -ge 2 ] || bad_usage "--kernel needs a series"; series=$2; shift 2 ;;
+    --arch) [ $# -ge 2 ] || bad_usage "--arch needs an architecture"; arch=$2; shift 2 ;;
     --tcg) [ $# -ge 2 ] || bad_usage "--tcg needs a mode"; tcg=$2; shift 2 ;;
     --workdir) [ $# -ge 2 ] || bad_usage "--workdir needs a directory"; workdir=$2; shift 2 ;;
     --share-rw) [ $# -ge 2 ] || bad_usage "--share-rw needs a directory"; shares+=("$2"); shift 2 ;;
@@ -60,6 +68,11 @@ case $series in
   6.1) suites="bookworm bookworm-updates"; pkg_re='^linux-image-6\.1\.0-[0-9]+-amd64-unsigned$' ;;
   6.12) suites="bookworm-backports"; pkg_re='^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$' ;;
   *) bad_usage "unknown kernel series '$series' (5.10, 6.1 or 6.12)" ;;
+esac
+case $arch in
+  amd64) ;;
+  arm64) [ "$series" = 6.1 ] || bad_usage "the arm64 guest runs Debian 12's 6.1 kernel only" ;;
+  *) bad_usage "unknown architecture '$arch' (amd64 or arm64)" ;;
 esac
 # 6.12 under multi-threaded TCG oopsed on "int3" at live text-patching sites (jump labels in
 # enqueue_timer at 1.2 s of boot, before any command ran, and __schedule), twice in one CI run: qemu's
@@ -86,13 +99,15 @@ for p in "$workdir" "${shares[@]}"; do
 done
 # The guest mounts its own /tmp, /run, /dev, /proc and /sys over the host's, so a working directory
 # there exists in the guest only if it is (inside) a share; better to say so now than after a boot.
-case $workdir/ in
-  /tmp/*|/run/*|/dev/*|/proc/*|/sys/*)
-    visible=0
-    for p in "${shares[@]}"; do [[ $workdir/ == "$p"/* ]] && visible=1; done
-    [ $visible = 1 ] || bad_usage "working directory $workdir is hidden in the guest unless it is inside a --share-rw directory"
-    ;;
-esac
+# The arm64 guest's root holds none of the host's directories, so there every working directory must be.
+hidden=0
+case $workdir/ in /tmp/*|/run/*|/dev/*|/proc/*|/sys/*) hidden=1 ;; esac
+[ "$arch" = amd64 ] || [ $prepare_only = 1 ] || hidden=1
+if [ $hidden = 1 ]; then
+  visible=0
+  for p in "${shares[@]}"; do [[ $workdir/ == "$p"/* ]] && visible=1; done
+  [ $visible = 1 ] || bad_usage "working directory $workdir is hidden in the $arch guest unless it is inside a --share-rw directory"
+fi
 
 # PID 1 of the guest. It is part of this script (not a separate file) because the cached initramfs is
 # keyed by this script's hash, so it can never go stale after an edit. If it fails, PID 1 dies, the kernel
@@ -147,13 +162,26 @@ EOF
 # renames, so an interrupted build is simply redone next time.
 prepare() {
   cache=$cache_root/$series
+  [ "$arch" = amd64 ] || cache=$cache_root/$arch-$series
   mkdir -p "$cache"
   exec 9>"$cache/.lock"
   flock 9
   local deb
   # shellcheck disable=SC2012  # names are Debian package file names
   deb=$(ls "$cache"/linux-image-*.deb 2>/dev/null | sort -V | tail -n 1 || true)
-  if [ ! -d "$cache/linux" ] && [ -z "$deb" ]; then
+  if [ "$arch" = arm64 ]; then
+    # The arm64 kernel and root come from scripts/arm64-sysroot.sh's cache, which holds them already
+    # for the cross-build. The root: busybox for the initramfs, bash and env for the command, Redis,
+    # and the runtime half of the build sysroot (its packages less the -dev ones), which is what the
+    # cross-built binaries link.
+    local sysroot_sh closure runtime
+    sysroot_sh=$(dirname "${BASH_SOURCE[0]}")/../../scripts/arm64-sysroot.sh
+    closure=${THPTRACE_ARM64_CACHE:-/var/cache/thptrace-arm64}/sysroot/.closure
+    [ -f "$closure" ] || { echo "$me: no arm64 sysroot (run scripts/install-deps.sh build arm64)." >&2; return 1; }
+    mapfile -t runtime < <(cut -d= -f1 "$closure" | grep -v -e '-dev$' -e '^libc-dev-bin$' -e '^rpcsvc-proto$')
+    deb=$(bash "$sysroot_sh" --kernel)
+    root=$(bash "$sysroot_sh" --root base-files bash dash coreutils busybox-static redis-server redis-tools "${runtime[@]}")
+  elif [ ! -d "$cache/linux" ] && [ -z "$deb" ]; then
     # A private apt configuration that names only this series' suites: its package lists, cache and
     # lock live under $cache/apt, so the system's sources and state are never touched.
     local apt=$cache/apt
@@ -187,12 +215,15 @@ prepare() {
   kernel=$cache/linux/boot/vmlinuz-$kver
   initrd=$cache/initramfs-$kver-$(sha256sum <"${BASH_SOURCE[0]}" | cut -c1-12).cpio.gz
   if [ ! -f "$initrd" ]; then
-    dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'install ok installed' ||
-      { echo "$me: busybox-static is not installed (run scripts/install-deps.sh)." >&2; return 1; }
+    local busybox=$root/bin/busybox
+    if [ "$arch" = amd64 ]; then
+      dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'install ok installed' ||
+        { echo "$me: busybox-static is not installed (run scripts/install-deps.sh)." >&2; return 1; }
+    fi
     local st
     st=$(mktemp -d "$cache/initramfs.XXXXXX")
     mkdir -p "$st/bin" "$st/dev" "$st/proc" "$st/lib/modules"
-    cp /bin/busybox "$st/bin/busybox"
+    cp "$busybox" "$st/bin/busybox"
     printf '%s\n' "$GUEST_INIT" >"$st/init"
     chmod 755 "$st/init"
     # virtio_pci finds the 9p device, 9pnet_virtio carries it, 9p mounts it; modprobe resolves the rest
@@ -211,6 +242,7 @@ prepare() {
 }
 
 ctl='' vm_pid='' tails=()
+root=''   # the guest's root filesystem on the host: the host's own (/) unless prepare() sets it
 # shellcheck disable=SC2317  # invoked by trap
 cleanup() {
   local rc=$?
@@ -245,10 +277,12 @@ printf -v q_cmd ' %q' "$@"
 printf 'cd -- %s || { echo "guest.sh: working directory %s is not visible in the guest." >&2; exit 125; }\nexec%s\n' \
   "$q_workdir" "$q_workdir" "$q_cmd" >"$ctl/cmd"
 : >"$ctl/shares"
-virtfs=(-virtfs "local,path=/,mount_tag=hostroot,security_model=passthrough,readonly=on,multidevs=remap"
+virtfs=(-virtfs "local,path=${root:-/},mount_tag=hostroot,security_model=passthrough,readonly=on,multidevs=remap"
         -virtfs "local,path=$ctl,mount_tag=ctl,security_model=passthrough")
 for i in "${!shares[@]}"; do
   printf '%s\n' "${shares[i]}" >>"$ctl/shares"
+  # The guest cannot make a mount point in its read-only root; an arm64 root is ours to add it to.
+  if [ -n "$root" ]; then mkdir -p "$root${shares[i]}"; fi
   virtfs+=(-virtfs "local,path=${shares[i]},mount_tag=rw$i,security_model=passthrough,multidevs=remap")
 done
 
@@ -262,17 +296,28 @@ done
 # otherwise hang until the timeout: under multi-threaded TCG the 6.1 guest once hung with both vCPUs
 # stuck in the kernel for 9 minutes (a thptrace process on one, redis-server on the other; `quiet`
 # hid the stacks, a panic prints the stuck CPU's), where 6.12 oopsed at live code-patching sites.
+# arm64: qemu's virt board, booting the kernel image directly (no firmware), its PL011 UART as the
+# console. pauth-impdef: qemu's own advice for TCG (docs/system/arm/cpu-features.rst), whose
+# emulation of the architected pointer-authentication cipher (QARMA5) is slow; the kernel signs and
+# checks return addresses the same way with either.
+if [ "$arch" = arm64 ]; then
+  machine=(qemu-system-aarch64 -M virt -accel "tcg,thread=$tcg" -cpu "max,pauth-impdef=on")
+  console=ttyAMA0
+else
+  machine=(qemu-system-x86_64 -accel "tcg,thread=$tcg" -cpu max -vga none)
+  console=ttyS0
+fi
 boot() {
   start=$SECONDS
   : >"$ctl/stdout"
   : >"$ctl/stderr"
   : >"$ctl/console"
   rm -f "$ctl/status"
-  timeout -k 10 "$timeout_s" qemu-system-x86_64 -accel "tcg,thread=$tcg" -cpu max -m 2G -smp 2 \
-    -display none -vga none -monitor none -no-reboot -nic none \
+  timeout -k 10 "$timeout_s" "${machine[@]}" -m 2G -smp 2 \
+    -display none -monitor none -no-reboot -nic none \
     -chardev "stdio,id=console,signal=off,logfile=$ctl/console" -serial chardev:console \
     -kernel "$kernel" -initrd "$initrd" \
-    -append "console=ttyS0 quiet panic=-1 mitigations=off softlockup_panic=1 watchdog_thresh=30" \
+    -append "console=$console quiet panic=-1 mitigations=off softlockup_panic=1 watchdog_thresh=30" \
     "${virtfs[@]}" </dev/null >&2 &
   vm_pid=$!
   # The guest writes straight through 9p into these host files; tail streams them live and, with --pid,
@@ -303,5 +348,7 @@ if [ ! -s "$ctl/status" ]; then
   no_guest "the guest failed to boot or crashed before the command finished (qemu exit $vm_rc; see the console above)."
 fi
 rc=$(cat "$ctl/status")
-echo "$me: $series guest ($tcg-threaded TCG) finished in $((SECONDS - start)) s, command exit status $rc" >&2
+label=$series
+[ "$arch" = amd64 ] || label="$arch $series"
+echo "$me: $label guest ($tcg-threaded TCG) finished in $((SECONDS - start)) s, command exit status $rc" >&2
 exit "$rc"
