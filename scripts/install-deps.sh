@@ -51,12 +51,14 @@ test=(
   chromium libpng-dev  # the --svg timeline rendered by a real browser and its pixels read (timeline_test.cpp)
 )
 # Cross-building for arm64 (cmake/toolchain-aarch64.cmake), asked for by name only: the host's cross
-# compiler and qemu-user to run the result; the arm64 libraries are unpacked into a sysroot below.
+# compiler and qemu-user to run the result, qemu-system-arm for the arm64 guest of tests/vm/guest.sh;
+# the arm64 libraries are unpacked into a sysroot below.
 arm64=(
-  g++-aarch64-linux-gnu qemu-user-static
+  g++-aarch64-linux-gnu qemu-user-static qemu-system-arm
 )
-# The arm64 sysroot (scripts/arm64-sysroot.sh): the libraries above and the C and C++ runtimes.
-arm64_sysroot=(libc6-dev libstdc++-12-dev "${libs[@]}")
+# The arm64 sysroot (scripts/arm64-sysroot.sh): the libraries above, the C and C++ runtimes, and the
+# test group's libraries, so that the runtime tests cross-build too (run in the arm64 guest).
+arm64_sysroot=(libc6-dev libstdc++-12-dev "${libs[@]}" libgtest-dev libgmock-dev libpng-dev)
 
 groups=("$@")
 [ ${#groups[@]} -gt 0 ] || groups=(build run test)

@@ -178,7 +178,7 @@ prepare() {
     sysroot_sh=$(dirname "${BASH_SOURCE[0]}")/../../scripts/arm64-sysroot.sh
     closure=${THPTRACE_ARM64_CACHE:-/var/cache/thptrace-arm64}/sysroot/.closure
     [ -f "$closure" ] || { echo "$me: no arm64 sysroot (run scripts/install-deps.sh build arm64)." >&2; return 1; }
-    mapfile -t runtime < <(cut -d= -f1 "$closure" | grep -v -e '-dev$' -e '^libc-dev-bin$' -e '^rpcsvc-proto$')
+    mapfile -t runtime < <(cut -d= -f1 "$closure" | grep -v -e '-dev$' -e '^libc-dev-bin$' -e '^rpcsvc-proto$' -e '^googletest$')
     deb=$(bash "$sysroot_sh" --kernel)
     root=$(bash "$sysroot_sh" --root base-files bash dash coreutils busybox-static redis-server redis-tools "${runtime[@]}")
   elif [ ! -d "$cache/linux" ] && [ -z "$deb" ]; then
