@@ -106,7 +106,7 @@ case $workdir/ in /tmp/*|/run/*|/dev/*|/proc/*|/sys/*) hidden=1 ;; esac
 if [ $hidden = 1 ]; then
   visible=0
   for p in "${shares[@]}"; do [[ $workdir/ == "$p"/* ]] && visible=1; done
-  [ $visible = 1 ] || bad_usage "working directory $workdir is hidden in the $arch guest unless it is inside a --share-rw directory"
+  [ $visible = 1 ] || bad_usage "working directory $workdir is hidden in the guest unless it is inside a --share-rw directory"
 fi
 
 # PID 1 of the guest. It is part of this script (not a separate file) because the cached initramfs is
