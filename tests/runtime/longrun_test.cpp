@@ -318,7 +318,8 @@ TEST(LongRun, RedisUprobesOfOneBinaryAreShared) {
     EXPECT_EQ(reason, static_cast<uint32_t>(REASON_BGSAVE)) << "pid " << r->pid();
   }
   // The sched family's pair, attached at each fork's record, is gone with the last child.
-  EXPECT_TRUE(poll_until(t, [&] { return !t.sched_attached(); }, 10s, [](const thptrace_event&) {}));
+  EXPECT_TRUE(poll_until(
+      t, [&] { return !t.sched_attached(); }, 10s, [](const thptrace_event&) {}));
 
   t.detach_uprobes(a.pid());
   EXPECT_EQ(t.link_count() - base, one) << "b still runs the binary";
