@@ -82,20 +82,23 @@ void Links::attach_kernel_programs() {
   }
 }
 
-bool Links::time_clone_syscalls(pid_t pid, std::string* why) {
-  if (clone_links_.empty()) {
-    std::vector<LinkPtr> links;
-    for (bpf_program* prog : clone_syscall_programs(skel_)) {
-      if (!bpf_program__autoload(prog)) continue;
-      bpf_link* link = bpf_program__attach(prog);
-      if (!link) {
-        if (why) *why = std::string("cannot attach ") + bpf_program__name(prog) + ": " + std::strerror(errno);
-        return false;
-      }
-      links.emplace_back(link);
+bool Links::attach_loaded(std::span<bpf_program* const> programs, std::vector<LinkPtr>& into, std::string* why) {
+  std::vector<LinkPtr> links;
+  for (bpf_program* prog : programs) {
+    if (!bpf_program__autoload(prog)) continue;
+    bpf_link* link = bpf_program__attach(prog);
+    if (!link) {
+      if (why) *why = std::string("cannot attach ") + bpf_program__name(prog) + ": " + std::strerror(errno);
+      return false;
     }
-    clone_links_ = std::move(links);
+    links.emplace_back(link);
   }
+  into = std::move(links);
+  return true;
+}
+
+bool Links::time_clone_syscalls(pid_t pid, std::string* why) {
+  if (clone_links_.empty() && !attach_loaded(clone_syscall_programs(skel_), clone_links_, why)) return false;
   clone_timed_.insert(pid);
   return true;
 }
@@ -245,19 +248,7 @@ bool Links::attach_libc_fork_pair(pid_t pid, std::string* why) {
 }
 
 bool Links::attach_sched(std::string* why) {
-  if (!sched_links_.empty()) return true;
-  std::vector<LinkPtr> links;
-  for (bpf_program* prog : sched_programs(skel_)) {
-    if (!bpf_program__autoload(prog)) continue;
-    bpf_link* link = bpf_program__attach(prog);
-    if (!link) {
-      if (why) *why = std::string("cannot attach ") + bpf_program__name(prog) + ": " + std::strerror(errno);
-      return false;
-    }
-    links.emplace_back(link);
-  }
-  sched_links_ = std::move(links);
-  return true;
+  return !sched_links_.empty() || attach_loaded(sched_programs(skel_), sched_links_, why);
 }
 
 void Links::stop_clone_timing(pid_t pid) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,6 +71,8 @@ class Links {
   };
 
   bool attach_libc_fork_pair(pid_t pid, std::string* why);
+  // Attaches each loaded one of `programs` into `into`, all or none: false with *why when one cannot.
+  static bool attach_loaded(std::span<bpf_program* const> programs, std::vector<LinkPtr>& into, std::string* why);
   SharedUprobes attach_redis_binary(const std::string& binary);
   void detach_redis(pid_t pid);  // pid stops using its binary's Redis uprobes
 
