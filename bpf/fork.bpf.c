@@ -202,9 +202,10 @@ static __always_inline void close_episode(__u32 pid, struct task_struct *p)
 	if (bpf_map_update_elem(&closed, &ck, &one, BPF_NOEXIST))
 		return;
 	ptgid = ep->parent_tgid;
+	/* The parent, if it is still watched: looked up once for all that follows. */
+	tgt = bpf_map_lookup_elem(&targets, &ptgid);
 	/* The parent's main thread waiting in this CPU's queue waited behind this child up to now
 	 * (the sched family; its next switch here would charge the episode no longer). */
-	tgt = bpf_map_lookup_elem(&targets, &ptgid);
 	if (tgt && tgt->main_wait_charged_ns && tgt->main_wait_cpu == bpf_get_smp_processor_id())
 		cpu_wait_charge(tgt, HELD_BY_CHILD, bpf_ktime_get_ns());
 	/* A line owner's faults since the fork become the episode's, before exit_ts_ns says it is
@@ -213,7 +214,7 @@ static __always_inline void close_episode(__u32 pid, struct task_struct *p)
 	 * parent-side counts are lost rather than wrong. */
 	if (ep->based) {
 		h = hot_of(ptgid);
-		if (h && h->tgid == ptgid && bpf_map_lookup_elem(&targets, &ptgid)) {
+		if (h && h->tgid == ptgid && tgt) {
 			episode_add_pcpu(ep, h->pcpu_slot, 1);
 			/* The owner is the one whose fork raised it: a line given up and claimed again
 			 * meanwhile starts at 0 (Tracer::watch), hence the check. */
@@ -238,7 +239,6 @@ static __always_inline void close_episode(__u32 pid, struct task_struct *p)
 		if (live)
 			__sync_fetch_and_sub(live, 1);
 	}
-	tgt = bpf_map_lookup_elem(&targets, &ptgid);
 	if (tgt) {
 		_Pragma("unroll") for (int i = 0; i < THPTRACE_MAX_ACTIVE; i++) {
 			if (tgt->active[i] == pid)

@@ -52,8 +52,14 @@ static __always_inline bool task_runnable(struct task_struct *t)
 	return BPF_CORE_READ(t, __state) == 0;
 }
 
-/* A task's pid and tgid: plain loads where the program's arguments are typed (tp_btf), else read. */
+/* A task's pid and tgid, read once a program run: plain loads where the program's arguments are
+ * typed (tp_btf), else bpf_probe_read_kernel. */
+struct task_ids {
+	__u32 pid;
+	__u32 tgid;
+};
 #define TASK_ID(btf, t, field) ((btf) ? (t)->field : BPF_CORE_READ(t, field))
+#define TASK_IDS(btf, t) ((struct task_ids){ TASK_ID(btf, t, pid), TASK_ID(btf, t, tgid) })
 
 /* Whether any tracked fork child lives: the programs have nothing to do otherwise. */
 static __always_inline bool forks_live(void)
@@ -63,30 +69,24 @@ static __always_inline bool forks_live(void)
 	return live && *live;
 }
 
-/* The target whose main thread t is, or NULL. */
-static __always_inline struct thptrace_target *main_of(struct task_struct *t, __u32 *tgid, bool btf)
+/* The target whose main thread the task t is, or NULL. */
+static __always_inline struct thptrace_target *main_of(struct task_ids t)
 {
-	__u32 pid = TASK_ID(btf, t, pid);
-
-	*tgid = TASK_ID(btf, t, tgid);
-	if (pid != *tgid || !pid || !maybe_watched(*tgid))
+	if (t.pid != t.tgid || !t.pid || !maybe_watched(t.tgid))
 		return NULL;
-	return bpf_map_lookup_elem(&targets, tgid);
+	return bpf_map_lookup_elem(&targets, &t.tgid);
 }
 
-/* What t is to the target tgt (of process tgid): its fork child, one of its threads, or another. */
-static __always_inline enum cpu_wait_holder holder_of(struct task_struct *t, struct thptrace_target *tgt,
-						      __u32 tgid, bool btf)
+/* What the task t is to the target tgt (of process tgid): its fork child, one of its threads, or
+ * another. */
+static __always_inline enum cpu_wait_holder holder_of(struct task_ids t, struct thptrace_target *tgt, __u32 tgid)
 {
-	__u32 pid = TASK_ID(btf, t, pid);
-	__u32 owner = TASK_ID(btf, t, tgid);
-
-	if (!pid)
+	if (!t.pid)
 		return HELD_BY_IDLE;
-	if (owner == tgid)
+	if (t.tgid == tgid)
 		return HELD_BY_THREAD;
 	_Pragma("unroll") for (int i = 0; i < THPTRACE_MAX_ACTIVE; i++) {
-		if (tgt->active[i] && tgt->active[i] == owner)
+		if (tgt->active[i] && tgt->active[i] == t.tgid)
 			return HELD_BY_CHILD;
 	}
 	return HELD_BY_OTHER;
@@ -111,11 +111,14 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct thptrace_target *tgt;
+	struct task_ids out, in;
 	__u32 *slot, tgid;
 	__u64 now = 0;
 
 	if (!forks_live())
 		return 0;
+	out = TASK_IDS(btf, prev);
+	in = TASK_IDS(btf, next);
 
 	/* A main thread that waits on this CPU: charge what ran here since the last switch. */
 	slot = bpf_map_lookup_elem(&cpu_waiter, &cpu);
@@ -124,53 +127,54 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 		tgt = bpf_map_lookup_elem(&targets, &tgid);
 		if (!tgt || !tgt->main_wait_charged_ns || tgt->main_wait_cpu != cpu) {
 			*slot = 0; /* it ran elsewhere, or is no longer watched */
-		} else if (TASK_ID(btf, prev, pid) == tgid) {
+		} else if (out.pid == tgid) {
 			tgt->main_wait_charged_ns = 0; /* it was running, not waiting */
 			*slot = 0;
 		} else {
 			now = bpf_ktime_get_ns();
-			cpu_wait_charge(tgt, holder_of(prev, tgt, tgid, btf), now);
+			cpu_wait_charge(tgt, holder_of(out, tgt, tgid), now);
 		}
 	}
 
 	/* The main thread runs: its wait, wherever it began, ends here, charged up to now to what ran
 	 * here last (a thread pulled from another CPU's queue is charged to this one's). */
-	tgt = main_of(next, &tgid, btf);
+	tgt = main_of(in);
 	if (tgt && tgt->main_wait_charged_ns) {
 		if (!now)
 			now = bpf_ktime_get_ns();
-		cpu_wait_charge(tgt, holder_of(prev, tgt, tgid, btf), now);
+		cpu_wait_charge(tgt, holder_of(out, tgt, in.tgid), now);
 		tgt->main_wait_charged_ns = 0;
-		if (slot && *slot == tgid)
+		if (slot && *slot == in.tgid)
 			*slot = 0;
 		if (tgt->main_wait_cpu != cpu) {
 			__u32 was = tgt->main_wait_cpu;
 			__u32 *other = was < THPTRACE_MAX_CPUS ? bpf_map_lookup_elem(&cpu_waiter, &was) : NULL;
 
-			if (other && *other == tgid)
+			if (other && *other == in.tgid)
 				*other = 0;
 		}
 	}
 
 	/* The main thread leaves the CPU still runnable (preempted, or yielding): it waits here. */
-	tgt = main_of(prev, &tgid, btf);
+	tgt = main_of(out);
 	if (tgt && (preempt || task_runnable(prev)))
-		wait_begin(tgt, tgid, cpu, now ? now : bpf_ktime_get_ns());
+		wait_begin(tgt, out.tgid, cpu, now ? now : bpf_ktime_get_ns());
 	return 0;
 }
 
 static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 {
 	struct thptrace_target *tgt;
-	__u32 tgid;
+	struct task_ids id;
 
 	if (!forks_live())
 		return 0;
 	/* A wake-up of a thread still on its CPU (woken before it slept) or already queued (preempted,
 	 * then woken) starts no wait. */
-	tgt = main_of(p, &tgid, btf);
+	id = TASK_IDS(btf, p);
+	tgt = main_of(id);
 	if (tgt && !tgt->main_wait_charged_ns && !BPF_CORE_READ(p, on_cpu))
-		wait_begin(tgt, tgid, task_cpu_of(p), bpf_ktime_get_ns());
+		wait_begin(tgt, id.tgid, task_cpu_of(p), bpf_ktime_get_ns());
 	return 0;
 }
 

@@ -172,7 +172,8 @@ struct thptrace_target {
 	__u64 reclaim_ns;
 	__u64 untracked_forks;     /* forks seen while every active slot, or the episodes map, was full */
 	/* The sched family: what ran on its main thread's CPU while that thread was runnable and
-	 * waiting for it (struct thptrace_cpu_wait), over the whole capture. */
+	 * waiting for it (struct thptrace_cpu_wait), summed over the times the family was attached
+	 * (while a tracked fork child of any watched process lived). */
 	struct thptrace_cpu_wait main_wait;
 	/* The sched family's state of the main thread: when its current wait was last charged (its
 	 * wake-up or preemption, then each switch on its CPU), 0 while it is not waiting; and the CPU
