@@ -197,11 +197,11 @@ void Exporter::export_main_thread(Target& t, const std::optional<proc::SchedStat
   // The main thread's time since the last reading, split between the phases by how much of the
   // interval the fork windows cover (the clocks say how much, not when: within an interval it is
   // taken as even).
-  if (now && t.main_thread && now_ns > t.main_thread_ns && now->on_cpu_ns >= t.main_thread->on_cpu_ns &&
-      now->runqueue_ns >= t.main_thread->runqueue_ns) {
+  const auto grown = now && t.main_thread ? proc::sched_growth(*t.main_thread, *now) : std::nullopt;
+  if (grown && now_ns > t.main_thread_ns) {
     const double fork = t.fork_share(t.main_thread_ns, now_ns);
-    const auto on = static_cast<double>(now->on_cpu_ns - t.main_thread->on_cpu_ns);
-    const auto wait = static_cast<double>(now->runqueue_ns - t.main_thread->runqueue_ns);
+    const auto on = static_cast<double>(grown->on_cpu_ns);
+    const auto wait = static_cast<double>(grown->runqueue_ns);
     metrics_.add_main_thread(t.label, true, on * fork, wait * fork);
     metrics_.add_main_thread(t.label, false, on * (1 - fork), wait * (1 - fork));
   }

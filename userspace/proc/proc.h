@@ -62,6 +62,12 @@ std::optional<uint64_t> parse_statm_rss_kb(std::string_view text, uint64_t page_
 struct SchedStat {
   uint64_t on_cpu_ns = 0, runqueue_ns = 0;
 };
+// What the clocks grew by from `earlier` to `later`; nullopt when either went back (another thread's,
+// or a reused tid's, were read).
+inline std::optional<SchedStat> sched_growth(const SchedStat& earlier, const SchedStat& later) {
+  if (later.on_cpu_ns < earlier.on_cpu_ns || later.runqueue_ns < earlier.runqueue_ns) return std::nullopt;
+  return SchedStat{later.on_cpu_ns - earlier.on_cpu_ns, later.runqueue_ns - earlier.runqueue_ns};
+}
 std::optional<SchedStat> parse_schedstat(std::string_view text);
 // All "name value" lines of /proc/vmstat; malformed lines are skipped.
 std::map<std::string, uint64_t> parse_vmstat(std::string_view text);

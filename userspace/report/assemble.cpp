@@ -120,14 +120,14 @@ std::optional<correlate::ThreadTime> main_thread_time(const proc::SampleSeries& 
   const uint64_t slack = std::max<uint64_t>((window.to_ns - window.from_ns) / 10, 5'000'000);
   const auto near = [slack](const proc::Sample* s, uint64_t ts) { return apart_ns(s->ts_ns, ts) <= slack; };
   if (!a || !b || !a->main_thread || !b->main_thread || b->ts_ns <= a->ts_ns ||
-      (widen_start ? a->ts_ns > window.from_ns : !near(a, window.from_ns)) || !near(b, window.to_ns) ||
-      b->main_thread->on_cpu_ns < a->main_thread->on_cpu_ns ||
-      b->main_thread->runqueue_ns < a->main_thread->runqueue_ns)
+      (widen_start ? a->ts_ns > window.from_ns : !near(a, window.from_ns)) || !near(b, window.to_ns))
     return std::nullopt;
+  const auto grown = proc::sched_growth(*a->main_thread, *b->main_thread);
+  if (!grown) return std::nullopt;
   correlate::ThreadTime t;
   t.span_ms = static_cast<double>(b->ts_ns - a->ts_ns) / 1e6;
-  t.on_cpu_ms = static_cast<double>(b->main_thread->on_cpu_ns - a->main_thread->on_cpu_ns) / 1e6;
-  t.runqueue_ms = static_cast<double>(b->main_thread->runqueue_ns - a->main_thread->runqueue_ns) / 1e6;
+  t.on_cpu_ms = static_cast<double>(grown->on_cpu_ns) / 1e6;
+  t.runqueue_ms = static_cast<double>(grown->runqueue_ns) / 1e6;
   // The clocks advance at the scheduler's ticks and switches, not at the samples' reads: a little
   // over the span is rounding.
   t.off_cpu_ms = std::max(0.0, t.span_ms - t.on_cpu_ms - t.runqueue_ms);

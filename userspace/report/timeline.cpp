@@ -357,12 +357,11 @@ void thread_panel(std::string& out, const Report& r, const CaptureInputs& in, co
   const auto y = [&](double share) { return top + kThreadHeight - std::clamp(share, 0.0, 1.0) * kThreadHeight; };
   for (size_t i = 1; i < s.size(); ++i) {
     const auto &a0 = s[i - 1].main_thread, &a1 = s[i].main_thread;
-    if (!a0 || !a1 || s[i].ts_ns <= s[i - 1].ts_ns || a1->on_cpu_ns < a0->on_cpu_ns ||
-        a1->runqueue_ns < a0->runqueue_ns)
-      continue;
+    const auto grown = a0 && a1 ? proc::sched_growth(*a0, *a1) : std::nullopt;
+    if (!grown || s[i].ts_ns <= s[i - 1].ts_ns) continue;
     const auto span = static_cast<double>(s[i].ts_ns - s[i - 1].ts_ns);
-    const double on_share = static_cast<double>(a1->on_cpu_ns - a0->on_cpu_ns) / span;
-    const double wait_share = static_cast<double>(a1->runqueue_ns - a0->runqueue_ns) / span;
+    const double on_share = static_cast<double>(grown->on_cpu_ns) / span;
+    const double wait_share = static_cast<double>(grown->runqueue_ns) / span;
     max_wait = std::max(max_wait, std::min(wait_share, 1.0));
     const double x0 = a.x_ns(s[i - 1].ts_ns), x1 = a.x_ns(s[i].ts_ns);
     on += fmt::format("M{:.1f},{:.1f}H{:.1f}", x0, y(on_share), x1);
